@@ -1,0 +1,52 @@
+"""The exception tree of sidecar.
+
+    SidecarError                 base of everything raised on purpose
+    ├── ConfigError              bad settings file or environment (exit code 2)
+    ├── RubricError              a rubric file is invalid (names file and field)
+    ├── DecodeError              a record is not OTLP; goes to the dead-letter topic
+    └── JudgeError               the judge could not give a verdict
+        ├── JudgeUnavailable     transport failure after retries, or breaker open
+        └── JudgeOutputError     the model answered but not in the agreed shape
+
+Low-level errors are wrapped with ``raise ... from exc`` so the cause stays visible.
+"""
+
+from __future__ import annotations
+
+
+class SidecarError(Exception):
+    """Base class of all errors sidecar raises on purpose."""
+
+
+class ConfigError(SidecarError):
+    """The configuration is invalid; the message says which field and why."""
+
+
+class RubricError(SidecarError):
+    """A rubric file is invalid; the message names the file and the field."""
+
+
+class DecodeError(SidecarError):
+    """A record could not be decoded as OTLP; ``reason`` is a short closed label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class JudgeError(SidecarError):
+    """The judge could not produce a verdict; ``reason`` is a closed label for metrics."""
+
+    retriable = False
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class JudgeUnavailable(JudgeError):
+    retriable = True
+
+
+class JudgeOutputError(JudgeError):
+    pass

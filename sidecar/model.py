@@ -1,0 +1,178 @@
+"""Plain records that flow through the pipeline.
+
+Everything here is immutable data with no I/O: spans as decoded from OTLP,
+assembled traces, transcripts, and the results of checks, criteria and
+verdicts. Stages take these and return these.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+AttrValue: TypeAlias = (
+    "str | bool | int | float | bytes | None | list[AttrValue] | dict[str, AttrValue]"
+)
+Attributes: TypeAlias = Mapping[str, AttrValue]
+
+
+class SpanKind(enum.IntEnum):
+    UNSPECIFIED = 0
+    INTERNAL = 1
+    SERVER = 2
+    CLIENT = 3
+    PRODUCER = 4
+    CONSUMER = 5
+
+
+class StatusCode(enum.IntEnum):
+    UNSET = 0
+    OK = 1
+    ERROR = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_unix_nano: int
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One finished span, ids as lowercase hex, attribute values as plain Python.
+
+    OTLP ``kvlistValue`` becomes ``dict`` and ``arrayValue`` becomes ``list``.
+    ``parent_span_id`` is ``None`` for a root span.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: SpanKind = SpanKind.INTERNAL
+    start_time_unix_nano: int = 0
+    end_time_unix_nano: int = 0
+    attributes: Attributes = field(default_factory=dict)
+    resource: Attributes = field(default_factory=dict)
+    scope_name: str = ""
+    status_code: StatusCode = StatusCode.UNSET
+    status_message: str = ""
+    events: tuple[SpanEvent, ...] = ()
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_time_unix_nano - self.start_time_unix_nano) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRef:
+    """Where a span came from: a Kafka partition and offset (or a file line)."""
+
+    partition: int
+    offset: int
+
+
+class DecideReason(enum.StrEnum):
+    """Why the assembler handed a trace on (label of sidecar_traces_decided_total)."""
+
+    COMPLETE = "complete"  # root ended and decision_wait passed quietly
+    MAX_AGE = "max_age"  # max_trace_age reached without a finished root
+    EVICTED = "evicted"  # max_open_traces reached; oldest decided early
+    SPAN_LIMIT = "span_limit"  # max_spans_per_trace reached
+    SHUTDOWN = "shutdown"  # decided early while draining
+    FLUSH = "flush"  # end of input in replay
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """An assembled trace, ready to become a transcript."""
+
+    trace_id: str
+    spans: tuple[Span, ...]
+    reason: DecideReason
+    truncated: bool = False
+    has_root: bool = True
+    # Lowest contributing offset per partition; the commit rule needs it.
+    first_offsets: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool execution. ``None`` means *not captured*, never *empty*."""
+
+    name: str
+    call_id: str | None = None
+    arguments: str | None = None  # JSON text as recorded
+    result: str | None = None
+    error: str | None = None
+    untrusted: bool = False
+    span_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSpan:
+    span_id: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """What the agent was asked, what it did and what it answered.
+
+    Missing content (content capture off, convention not recognised) is
+    ``None``; checks and the judge report *insufficient evidence* for it.
+    """
+
+    trace_id: str
+    root_span_id: str | None
+    agent_name: str | None = None
+    agent_version: str | None = None
+    user_input: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    answer: str | None = None
+    models: tuple[str, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float | None = None
+    error_spans: tuple[ErrorSpan, ...] = ()
+    conventions: tuple[str, ...] = ()
+    resource: Attributes = field(default_factory=dict)
+    root_attributes: Attributes = field(default_factory=dict)
+    reference: str | None = None
+    truncated: bool = False
+
+
+class Outcome(enum.StrEnum):
+    """Result of one check or one criterion."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+    SKIPPED = "SKIPPED"
+
+
+class CaseOutcome(enum.StrEnum):
+    ACCEPTABLE = "acceptable"
+    UNACCEPTABLE = "unacceptable"
+    ERRORED = "errored"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    name: str
+    outcome: Outcome
+    gate: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionResult:
+    name: str
+    outcome: Outcome
+    gate: bool = True
+    evidence: str | None = None
+    reason: str | None = None  # why ERROR/SKIPPED (e.g. "missing", "unsupported_evidence")

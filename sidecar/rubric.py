@@ -1,0 +1,291 @@
+"""Rubric files: what to evaluate for which traces.
+
+One YAML file per rubric (see README "Rubric format"). Files are validated at
+start-up; every problem is reported with the file name and the field path, e.g.
+``rubrics/refund.yaml: checks.1.schema: ...``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sidecar.errors import RubricError
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _CheckBase(_Strict):
+    name: Annotated[str, Field(pattern=_NAME, max_length=64)]
+    gate: bool = True
+
+
+class ToolAllowlist(_CheckBase):
+    type: Literal["tool_allowlist"]
+    tools: list[str]
+
+
+class ToolDenylist(_CheckBase):
+    type: Literal["tool_denylist"]
+    tools: list[str]
+
+
+class ExpectedCall(_Strict):
+    name: str
+    # Subset of the arguments that must match exactly (JSON equality per key).
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class RequiredToolCalls(_CheckBase):
+    type: Literal["required_tool_calls"]
+    calls: Annotated[list[ExpectedCall], Field(min_length=1)]
+    order: Literal["in_order", "any_order"] = "any_order"
+
+
+def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+    return schema
+
+
+class ToolArguments(_CheckBase):
+    type: Literal["tool_arguments"]
+    tool: str
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_json_schema(value)
+
+
+class MaxToolCalls(_CheckBase):
+    type: Literal["max_tool_calls"]
+    limit: Annotated[int, Field(ge=0)]
+    tool: str | None = None  # count only this tool when given
+
+
+class AnswerRegex(_CheckBase):
+    type: Literal["answer_regex"]
+    must_match: str | None = None
+    must_not_match: str | None = None
+    ignore_case: bool = False
+
+    @model_validator(mode="after")
+    def _one_pattern(self) -> AnswerRegex:
+        if self.must_match is None and self.must_not_match is None:
+            raise ValueError("give must_match, must_not_match or both")
+        for pattern in (self.must_match, self.must_not_match):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
+        return self
+
+
+class AnswerJsonSchema(_CheckBase):
+    type: Literal["answer_json_schema"]
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_json_schema(value)
+
+
+class MaxLatencyMs(_CheckBase):
+    type: Literal["max_latency_ms"]
+    limit: Annotated[float, Field(gt=0)]
+
+
+class NoErrorSpans(_CheckBase):
+    type: Literal["no_error_spans"]
+
+
+class GroundedNumbers(_CheckBase):
+    type: Literal["grounded_numbers"]
+    # Numbers that may always appear (e.g. a support phone number's digits).
+    allow: list[float] = Field(default_factory=list)
+
+
+CheckSpec = Annotated[
+    ToolAllowlist
+    | ToolDenylist
+    | RequiredToolCalls
+    | ToolArguments
+    | MaxToolCalls
+    | AnswerRegex
+    | AnswerJsonSchema
+    | MaxLatencyMs
+    | NoErrorSpans
+    | GroundedNumbers,
+    Field(discriminator="type"),
+]
+
+
+class AlwaysJudge(enum.StrEnum):
+    ERROR = "error"
+    INJECTION_SUSPECTED = "injection_suspected"
+    UNTRUSTED_CONTENT = "untrusted_content"
+    CHECK_FAILED = "check_failed"
+
+
+class Sampling(_Strict):
+    judge_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
+    always_judge: list[AlwaysJudge] = Field(default_factory=list)
+
+
+class CriterionSpec(_Strict):
+    name: Annotated[str, Field(pattern=_NAME, max_length=64)]
+    definition: Annotated[str, Field(min_length=1)]
+    pass_example: Annotated[str, Field(min_length=1)]
+    fail_example: Annotated[str, Field(min_length=1)]
+    gate: bool = True
+
+
+class InjectionPolicy(enum.StrEnum):
+    REVIEW = "review"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+class JudgeSpec(_Strict):
+    model: Annotated[str, Field(min_length=1)]
+    instructions: Annotated[str, Field(min_length=1)]
+    criteria: Annotated[list[CriterionSpec], Field(min_length=1, max_length=8)]
+    reference: str | None = None
+    on_injection_suspected: InjectionPolicy = InjectionPolicy.REVIEW
+
+    @field_validator("criteria")
+    @classmethod
+    def _unique(cls, value: list[CriterionSpec]) -> list[CriterionSpec]:
+        seen: set[str] = set()
+        for criterion in value:
+            if criterion.name in seen:
+                raise ValueError(f"duplicate criterion name {criterion.name!r}")
+            seen.add(criterion.name)
+        return value
+
+
+class Rubric(_Strict):
+    """A validated rubric file."""
+
+    id: Annotated[str, Field(pattern=_NAME, max_length=64)]
+    version: Annotated[str, Field(min_length=1, max_length=32)]
+    description: str = ""
+    applies_to: dict[str, str] = Field(default_factory=dict)
+    untrusted_tools: list[str] = Field(default_factory=list)
+    sampling: Sampling = Field(default_factory=Sampling)
+    checks: list[CheckSpec] = Field(default_factory=list)
+    judge: JudgeSpec | None = None
+    calibration: dict[str, Any] | None = None
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: object) -> object:
+        # `version: 3` in YAML is an int; accept it but keep it as text.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("checks")
+    @classmethod
+    def _unique_checks(cls, value: list[CheckSpec]) -> list[CheckSpec]:
+        seen: set[str] = set()
+        for check in value:
+            if check.name in seen:
+                raise ValueError(f"duplicate check name {check.name!r}")
+            seen.add(check.name)
+        return value
+
+    @property
+    def judge_model(self) -> str:
+        """Label value for metrics; ``none`` when the rubric has no judge."""
+        return self.judge.model if self.judge else "none"
+
+    def applies(self, resource: Mapping[str, Any], root_attributes: Mapping[str, Any]) -> bool:
+        """True when every ``applies_to`` key matches a resource or root/agent span attribute."""
+        for key, wanted in self.applies_to.items():
+            value = resource.get(key, root_attributes.get(key))
+            if value is None or str(value) != wanted:
+                return False
+        return True
+
+
+def _format_error(path: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"{path}: {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_rubric(text: str, path: Path) -> Rubric:
+    """Parse one rubric document; raise RubricError naming file and field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RubricError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RubricError(f"{path}: (top level): expected a mapping with id, version, checks")
+    try:
+        return Rubric.model_validate(data)
+    except ValidationError as exc:
+        raise RubricError(_format_error(path, exc)) from exc
+
+
+def load_rubric(path: Path) -> Rubric:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RubricError(f"{path}: cannot read: {exc.strerror}") from exc
+    return parse_rubric(text, path)
+
+
+def rubric_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise RubricError(f"{directory}: not a directory of rubric files")
+    return sorted(p for p in directory.iterdir() if p.suffix in {".yaml", ".yml"})
+
+
+def load_rubrics(directory: Path) -> list[Rubric]:
+    """Load every *.yaml/*.yml in ``directory``; all errors are reported together."""
+    rubrics: list[Rubric] = []
+    problems: list[str] = []
+    for path in rubric_files(directory):
+        try:
+            rubrics.append(load_rubric(path))
+        except RubricError as exc:
+            problems.append(str(exc))
+    ids: dict[str, int] = {}
+    for rubric in rubrics:
+        ids[rubric.id] = ids.get(rubric.id, 0) + 1
+    problems.extend(f"{directory}: rubric id {rid!r} is used by {n} files" for rid, n in ids.items() if n > 1)
+    if problems:
+        raise RubricError("\n".join(problems))
+    if not rubrics:
+        raise RubricError(f"{directory}: no rubric files (*.yaml) found")
+    return rubrics
+
+
+def route(rubrics: Iterable[Rubric], resource: Mapping[str, Any], root_attributes: Mapping[str, Any]) -> list[Rubric]:
+    """The rubrics whose ``applies_to`` selectors all match this trace."""
+    return [r for r in rubrics if r.applies(resource, root_attributes)]
