@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 AttrValue: TypeAlias = (
-    "str | bool | int | float | bytes | None | list[AttrValue] | dict[str, AttrValue]"
+    "str | bool | int | float | bytes | list[AttrValue] | dict[str, AttrValue] | None"
 )
 Attributes: TypeAlias = Mapping[str, AttrValue]
 

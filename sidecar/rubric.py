@@ -278,7 +278,9 @@ def load_rubrics(directory: Path) -> list[Rubric]:
     ids: dict[str, int] = {}
     for rubric in rubrics:
         ids[rubric.id] = ids.get(rubric.id, 0) + 1
-    problems.extend(f"{directory}: rubric id {rid!r} is used by {n} files" for rid, n in ids.items() if n > 1)
+    problems.extend(
+        f"{directory}: rubric id {rid!r} is used by {n} files" for rid, n in ids.items() if n > 1
+    )
     if problems:
         raise RubricError("\n".join(problems))
     if not rubrics:
@@ -286,6 +288,8 @@ def load_rubrics(directory: Path) -> list[Rubric]:
     return rubrics
 
 
-def route(rubrics: Iterable[Rubric], resource: Mapping[str, Any], root_attributes: Mapping[str, Any]) -> list[Rubric]:
+def route(
+    rubrics: Iterable[Rubric], resource: Mapping[str, Any], root_attributes: Mapping[str, Any]
+) -> list[Rubric]:
     """The rubrics whose ``applies_to`` selectors all match this trace."""
     return [r for r in rubrics if r.applies(resource, root_attributes)]

@@ -1,0 +1,307 @@
+"""Judge backends: google-genai (Gemini API, Vertex AI) and OpenAI-compatible chat.
+
+Each backend makes exactly one HTTP request per ``generate`` call; retries,
+limits and the circuit breaker belong to ``JudgeService``. Failures to get an
+answer raise ``JudgeUnavailable`` with a closed ``reason``:
+
+    timeout      no complete answer within ``timeout_s``
+    transport    connection refused, reset, protocol error
+    http_408     request timeout status
+    http_429     rate limited
+    http_5xx     server error
+    http_4xx     any other client error (bad key, bad request); not retried
+    bad_response the HTTP answer was not the protocol's JSON
+
+An answer that arrives but is blocked, truncated or empty is a ``BackendReply``
+(the service turns it into ERROR verdicts), not an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
+
+from sidecar.errors import JudgeUnavailable
+from sidecar.judge.config import BackendKind, JudgeSettings
+from sidecar.judge.service import Backend, BackendReply
+
+if TYPE_CHECKING:
+    from sidecar.judge.prompt import JudgeRequest
+
+# Finish reasons meaning the model (or its filters) refused to produce the answer.
+_GEMINI_BLOCKED = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+
+
+def status_reason(code: int) -> str:
+    if code == 408:
+        return "http_408"
+    if code == 429:
+        return "http_429"
+    if 500 <= code <= 599:
+        return "http_5xx"
+    return "http_4xx"
+
+
+class GeminiBackend:
+    """google-genai's async client; one ``generateContent`` call per request.
+
+    Arguments left as ``None`` are left to google-genai, which reads its
+    standard environment (API key, base URL, Vertex AI project/location).
+    google-genai's own retries are switched off so the service's policy is
+    the only one in force. The HTTP client is httpx whether or not aiohttp is
+    installed, so failures look the same everywhere.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_version: str = "v1beta",
+        base_url: str | None = None,
+        timeout_s: float = 30.0,
+        max_output_tokens: int = 2048,
+        vertexai: bool | None = None,
+        api_key: str | None = None,
+        project: str | None = None,
+        location: str | None = None,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._max_output_tokens = max_output_tokens
+        self._http = httpx.AsyncClient(follow_redirects=True)
+        options = genai_types.HttpOptions(
+            api_version=api_version,
+            base_url=base_url,
+            timeout=max(1, round(timeout_s * 1000)),
+            retry_options=genai_types.HttpRetryOptions(attempts=1),
+            httpx_async_client=self._http,
+        )
+        self._client = genai.Client(
+            vertexai=vertexai,
+            api_key=api_key,
+            project=project,
+            location=location,
+            http_options=options,
+        )
+
+    def _config(self, request: JudgeRequest) -> genai_types.GenerateContentConfig:
+        return genai_types.GenerateContentConfig(
+            system_instruction=request.system_instruction,
+            temperature=0.0,
+            candidate_count=1,
+            max_output_tokens=self._max_output_tokens,
+            response_mime_type="application/json",
+            response_schema=request.response_schema,
+        )
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply:
+        contents = genai_types.Content(
+            role="user", parts=[genai_types.Part(text=request.user_text)]
+        )
+        try:
+            # httpx's timeout bounds each read; this bounds the whole exchange.
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._client.aio.models.generate_content(
+                    model=model, contents=contents, config=self._config(request)
+                )
+        except TimeoutError as exc:
+            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
+        except httpx.TimeoutException as exc:
+            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
+        except httpx.TransportError as exc:
+            raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc
+        except genai_errors.APIError as exc:
+            raise JudgeUnavailable(
+                status_reason(exc.code), f"HTTP {exc.code}: {exc.message}"
+            ) from exc
+        except ValueError as exc:  # a 2xx body that is not JSON
+            raise JudgeUnavailable("bad_response", f"unreadable answer: {exc}") from exc
+        return _gemini_reply(response)
+
+    async def aclose(self) -> None:
+        await self._client.aio.aclose()
+        await self._http.aclose()
+
+
+def _gemini_reply(response: genai_types.GenerateContentResponse) -> BackendReply:
+    usage = response.usage_metadata
+    input_tokens = (usage.prompt_token_count or 0) if usage else 0
+    # Thinking tokens are billed as output.
+    output_tokens = (
+        (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0) if usage else 0
+    )
+    if not response.candidates:
+        feedback = response.prompt_feedback
+        block = feedback.block_reason if feedback else None
+        return BackendReply(
+            text=None,
+            finish_reason=_enum_text(block) if block else None,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            blocked=block is not None,
+        )
+    candidate = response.candidates[0]
+    finish = _enum_text(candidate.finish_reason) if candidate.finish_reason else None
+    parts = candidate.content.parts if candidate.content and candidate.content.parts else []
+    texts = [p.text for p in parts if p.text is not None and not p.thought]
+    return BackendReply(
+        text="".join(texts) if texts else None,
+        finish_reason=finish,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        blocked=finish in _GEMINI_BLOCKED,
+        truncated=finish == "MAX_TOKENS",
+    )
+
+
+def _enum_text(value: object) -> str:
+    # google-genai gives enum members for known values and plain strings for new ones.
+    text = getattr(value, "value", value)
+    return str(text)
+
+
+class OpenAICompatBackend:
+    """POST ``{base_url}/chat/completions`` with a strict JSON-schema response format.
+
+    Works with OpenAI and with Ollama, vLLM and llama.cpp servers. The bearer
+    key is optional (local servers rarely need one).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        max_output_tokens: int = 2048,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._max_output_tokens = max_output_tokens
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s
+        )
+
+    def body(self, model: str, request: JudgeRequest) -> dict[str, Any]:
+        return {
+            "model": model,
+            "messages": [
+                {"role": "system", "content": request.system_instruction},
+                {"role": "user", "content": request.user_text},
+            ],
+            "temperature": 0,
+            "n": 1,
+            "max_tokens": self._max_output_tokens,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "verdict",
+                    "schema": strict_schema(request.response_schema),
+                    "strict": True,
+                },
+            },
+        }
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._http.post("chat/completions", json=self.body(model, request))
+        except TimeoutError as exc:
+            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
+        except httpx.TimeoutException as exc:
+            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
+        except httpx.TransportError as exc:
+            raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 300:
+            raise JudgeUnavailable(
+                status_reason(response.status_code),
+                f"HTTP {response.status_code}: {response.text[:200]}",
+            )
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise JudgeUnavailable("bad_response", f"answer is not JSON: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise JudgeUnavailable("bad_response", "answer is not a JSON object")
+        return _openai_reply(payload)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy with ``additionalProperties: false`` on every object, as strict mode requires."""
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if isinstance(value, Mapping):
+            value = (
+                strict_schema(value)
+                if key != "properties"
+                else {name: strict_schema(sub) for name, sub in value.items()}
+            )
+        result[key] = value
+    if result.get("type") == "object":
+        result.setdefault("additionalProperties", False)
+    return result
+
+
+def _openai_reply(payload: Mapping[str, Any]) -> BackendReply:
+    usage = _object(payload.get("usage"))
+    input_tokens = _int(usage.get("prompt_tokens"))
+    output_tokens = _int(usage.get("completion_tokens"))
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return BackendReply(None, None, input_tokens, output_tokens, blocked=False)
+    choice = choices[0]
+    message = _object(choice.get("message"))
+    finish = choice.get("finish_reason")
+    finish_text = str(finish) if finish is not None else None
+    content = message.get("content")
+    text = content if isinstance(content, str) else None
+    refused = isinstance(message.get("refusal"), str) and bool(message.get("refusal"))
+    return BackendReply(
+        text=text,
+        finish_reason=finish_text,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        blocked=refused or finish_text == "content_filter",
+        truncated=finish_text == "length",
+    )
+
+
+def _object(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def make_backend(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> Backend:
+    """The backend the settings ask for, with credentials from the environment."""
+    match settings.backend:
+        case BackendKind.OPENAI:
+            return OpenAICompatBackend(
+                base_url=settings.openai_base_url,
+                api_key=environ.get(settings.openai_api_key_env) or None,
+                timeout_s=settings.timeout_s,
+                max_output_tokens=settings.max_output_tokens,
+            )
+        case BackendKind.GEMINI | BackendKind.VERTEX:
+            return GeminiBackend(
+                api_version=settings.api_version,
+                base_url=settings.base_url,
+                timeout_s=settings.timeout_s,
+                max_output_tokens=settings.max_output_tokens,
+                # None lets GOOGLE_GENAI_USE_VERTEXAI decide.
+                vertexai=True if settings.backend is BackendKind.VERTEX else None,
+                project=settings.project,
+                location=settings.location,
+            )

@@ -1,0 +1,172 @@
+"""Kafka in and out: the span consumer, the verdict and dead-letter producer.
+
+The consumer runs with ``enable_auto_commit=False``; offsets are committed by
+the service from :class:`~sidecar.offsets.OffsetTracker`. A rebalance listener
+lets the service commit and drop a partition's buffered traces on revoke.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from sidecar.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+PartitionsCallback = Callable[[set[int]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _security(settings: KafkaSettings) -> dict[str, object]:
+    options: dict[str, object] = {"security_protocol": settings.security_protocol}
+    if settings.sasl_mechanism:
+        options["sasl_mechanism"] = settings.sasl_mechanism
+        options["sasl_plain_username"] = settings.sasl_username
+        options["sasl_plain_password"] = settings.sasl_password
+    return options
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> None:
+        self._on_revoked = on_revoked
+        self._on_assigned = on_assigned
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._on_revoked({tp.partition for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._on_assigned({tp.partition for tp in assigned})
+
+
+class KafkaSource:
+    """Consumer-group reader of one topic with manual commits."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        on_revoked: PartitionsCallback,
+        on_assigned: PartitionsCallback,
+    ) -> None:
+        self._settings = settings
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.bootstrap_servers,
+            group_id=settings.group_id,
+            client_id=settings.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=settings.auto_offset_reset,
+            max_poll_records=settings.max_poll_records,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            **_security(settings),
+        )
+        self._listener = _Listener(on_revoked, on_assigned)
+        self._paused = False
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        self._consumer.subscribe([self._settings.topic], listener=self._listener)
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    async def fetch(self) -> list[Record]:
+        batches = await self._consumer.getmany(
+            timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.max_poll_records
+        )
+        records: list[Record] = []
+        for tp, messages in batches.items():
+            records.extend(Record(tp.partition, m.offset, m.key, m.value) for m in messages)
+        return records
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self._consumer.assignment()}
+
+    def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
+        lags: dict[int, int] = {}
+        for tp in self._consumer.assignment():
+            highwater = self._consumer.highwater(tp)
+            if highwater is not None and tp.partition in next_offsets:
+                lags[tp.partition] = max(0, highwater - next_offsets[tp.partition])
+        return lags
+
+    async def commit(self, offsets: Mapping[int, int]) -> bool:
+        """Commit; False (logged) when the group is rebalancing and the commit was refused."""
+        assigned = self.assigned()
+        to_commit = {
+            TopicPartition(self._settings.topic, p): o for p, o in offsets.items() if p in assigned
+        }
+        if not to_commit:
+            return False
+        try:
+            await self._consumer.commit(to_commit)
+        except KafkaError as exc:
+            # Not fatal: the offsets are committed on the next round or by the next owner.
+            log.warning("offset commit refused (%s); will retry", exc)
+            return False
+        return True
+
+    def pause(self) -> None:
+        if not self._paused:
+            self._consumer.pause(*self._consumer.assignment())
+            self._paused = True
+
+    def resume(self) -> None:
+        if self._paused:
+            self._consumer.resume(*self._consumer.assignment())
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+
+class KafkaSink:
+    """Producer for verdict records and dead letters; every send is awaited (acks=all)."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap_servers,
+            client_id=f"{settings.client_id}-producer",
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            **_security(settings),
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def send_verdict(self, trace_id: str, payload: bytes) -> None:
+        if not self._settings.verdict_topic:
+            return
+        await self._producer.send_and_wait(
+            self._settings.verdict_topic, payload, key=trace_id.encode("ascii")
+        )
+
+    async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
+        headers = [
+            ("sidecar.dlq.reason", reason.encode()),
+            ("sidecar.dlq.detail", detail[:1000].encode("utf-8", "replace")),
+            ("sidecar.source.topic", self._settings.topic.encode()),
+            ("sidecar.source.partition", str(record.partition).encode()),
+            ("sidecar.source.offset", str(record.offset).encode()),
+        ]
+        await self._producer.send_and_wait(
+            self._settings.dead_letter_topic, record.value or b"", key=record.key, headers=headers
+        )

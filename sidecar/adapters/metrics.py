@@ -1,0 +1,259 @@
+"""Every Prometheus metric sidecar exports, declared in one place.
+
+Names follow ``sidecar_<subsystem>_<name>_<unit>``; counters end in ``_total``.
+Label values come only from closed sets: rubric ids and versions, judge models,
+check and criterion names (all from rubric files), outcome enums, and agent
+names/versions capped at ``max_agents`` distinct values (overflow -> ``other``).
+Trace ids and transcript text never become labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from sidecar import __version__
+from sidecar.rubric import Rubric
+from sidecar.verdict import Verdict
+
+JUDGE_DURATION_BUCKETS = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    3.0,
+    5.0,
+    8.0,
+    13.0,
+    20.0,
+    30.0,
+    45.0,
+    60.0,
+    90.0,
+    120.0,
+)
+
+
+class Metrics:
+    """The metric families, bound to one registry (a fresh one per test)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, max_agents: int = 50) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.max_agents = max_agents
+        self._agents: set[tuple[str, str]] = set()
+        r = self.registry
+
+        # Outcomes
+        self.cases = Counter(
+            "sidecar_cases_total",
+            "Evaluated (trace, rubric) cases by outcome.",
+            ["rubric", "rubric_version", "judge_model", "agent", "agent_version", "outcome"],
+            registry=r,
+        )
+        self.check_results = Counter(
+            "sidecar_check_results_total",
+            "Deterministic check results.",
+            ["rubric", "rubric_version", "check", "outcome"],
+            registry=r,
+        )
+        self.criterion_verdicts = Counter(
+            "sidecar_criterion_verdicts_total",
+            "Judge criterion verdicts (SKIPPED when the case was not judged).",
+            ["rubric", "rubric_version", "judge_model", "criterion", "gate", "outcome"],
+            registry=r,
+        )
+        self.duplicate_verdicts = Counter(
+            "sidecar_duplicate_verdicts_total",
+            "Verdicts emitted again for an idempotency key seen before (at-least-once redelivery).",
+            registry=r,
+        )
+
+        self.internal_errors = Counter(
+            "sidecar_internal_errors_total",
+            "Unexpected failures while evaluating a trace (a bug; see the logs).",
+            ["stage"],
+            registry=r,
+        )
+
+        # Judge
+        self.judge_errors = Counter(
+            "sidecar_judge_errors_total",
+            "Judge calls that ended in ERROR, by reason.",
+            ["judge_model", "reason"],
+            registry=r,
+        )
+        self.judge_duration = Histogram(
+            "sidecar_judge_request_duration_seconds",
+            "Wall time of one judge HTTP request.",
+            ["judge_model"],
+            buckets=JUDGE_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.judge_tokens = Counter(
+            "sidecar_judge_tokens_total",
+            "Tokens used by the judge, by kind (input|output).",
+            ["judge_model", "kind"],
+            registry=r,
+        )
+        self.judge_cost = Counter(
+            "sidecar_judge_cost_usd_total",
+            "Judge cost in US dollars from the configured price table.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_breaker_open = Gauge(
+            "sidecar_judge_breaker_open",
+            "1 while the judge circuit breaker is open.",
+            ["judge_model"],
+            registry=r,
+        )
+        self.judge_queue_depth = Gauge(
+            "sidecar_judge_queue_depth",
+            "Cases waiting for the judge.",
+            registry=r,
+        )
+        self.self_preference = Counter(
+            "sidecar_judge_self_preference_total",
+            "Cases where the judge model is of the same family as the agent's model.",
+            ["rubric", "judge_model"],
+            registry=r,
+        )
+        self.sampling_decisions = Counter(
+            "sidecar_sampling_decisions_total",
+            "Judge sampling decisions.",
+            ["rubric", "decision", "reason"],
+            registry=r,
+        )
+        self.injection_suspected = Counter(
+            "sidecar_injection_suspected_total",
+            "Cases whose data looked like an injection attempt.",
+            ["rubric"],
+            registry=r,
+        )
+        self.review_cases = Counter(
+            "sidecar_review_cases_total",
+            "Cases routed to human review, by reason.",
+            ["rubric", "reason"],
+            registry=r,
+        )
+        self.cache_requests = Counter(
+            "sidecar_verdict_cache_requests_total",
+            "Judge verdict cache lookups (hit|miss).",
+            ["result"],
+            registry=r,
+        )
+        self.human_agreement = Gauge(
+            "sidecar_judge_human_agreement",
+            "Rolling agreement between judge and human labels (kappa|agreement).",
+            ["rubric", "rubric_version", "judge_model", "criterion", "statistic"],
+            registry=r,
+        )
+        self.human_labels = Counter(
+            "sidecar_human_labels_total",
+            "Human labels received for reviewed cases.",
+            ["rubric", "criterion"],
+            registry=r,
+        )
+
+        # Pipeline
+        self.kafka_records = Counter(
+            "sidecar_kafka_records_total",
+            "Kafka records consumed, by result (ok|dead_letter).",
+            ["result"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "sidecar_dead_letters_total",
+            "Records sent to the dead-letter topic, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.spans = Counter("sidecar_spans_total", "Spans decoded.", registry=r)
+        self.traces_decided = Counter(
+            "sidecar_traces_decided_total",
+            "Traces handed from the assembler to evaluation, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "sidecar_evictions_total",
+            "Assembler bound hits (open_traces|spans_per_trace).",
+            ["kind"],
+            registry=r,
+        )
+        self.open_traces = Gauge("sidecar_open_traces", "Traces being assembled.", registry=r)
+        self.late_spans = Counter(
+            "sidecar_late_spans_total",
+            "Spans that arrived after their trace was decided.",
+            registry=r,
+        )
+        self.orphan_traces = Counter(
+            "sidecar_orphan_traces_total",
+            "Traces decided without their root span (check partition_traces_by_id).",
+            registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "sidecar_consumer_lag", "Records behind the partition end.", ["partition"], registry=r
+        )
+        self.rubric_info = Gauge(
+            "sidecar_rubric_info",
+            "Loaded rubrics (value 1).",
+            ["rubric", "rubric_version", "judge_model"],
+            registry=r,
+        )
+        self.build_info = Gauge("sidecar_build_info", "Build information.", ["version"], registry=r)
+        self.build_info.labels(version=__version__).set(1)
+
+    def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
+        """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
+        pair = (agent or "unknown", version or "unknown")
+        if pair in self._agents:
+            return pair
+        if len(self._agents) < self.max_agents:
+            self._agents.add(pair)
+            return pair
+        return ("other", "other")
+
+
+def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
+    """Count one emitted verdict in the outcome families."""
+    agent, agent_version = metrics.agent_labels(verdict.agent, verdict.agent_version)
+    metrics.cases.labels(
+        rubric=verdict.rubric_id,
+        rubric_version=verdict.rubric_version,
+        judge_model=verdict.judge_model,
+        agent=agent,
+        agent_version=agent_version,
+        outcome=verdict.outcome.value,
+    ).inc()
+    for check in verdict.checks:
+        metrics.check_results.labels(
+            rubric=verdict.rubric_id,
+            rubric_version=verdict.rubric_version,
+            check=check.name,
+            outcome=check.outcome.value,
+        ).inc()
+    for criterion in verdict.criteria:
+        metrics.criterion_verdicts.labels(
+            rubric=verdict.rubric_id,
+            rubric_version=verdict.rubric_version,
+            judge_model=verdict.judge_model,
+            criterion=criterion.name,
+            gate="true" if criterion.gate else "false",
+            outcome=criterion.outcome.value,
+        ).inc()
+    if verdict.review:
+        metrics.review_cases.labels(rubric=verdict.rubric_id, reason="injection_suspected").inc()
+
+
+def record_sampling(metrics: Metrics, rubric: str, decision: str, reason: str) -> None:
+    metrics.sampling_decisions.labels(rubric=rubric, decision=decision, reason=reason).inc()
+
+
+def record_rubrics(metrics: Metrics, rubrics: Iterable[Rubric]) -> None:
+    for rubric in rubrics:
+        metrics.rubric_info.labels(
+            rubric=rubric.id, rubric_version=rubric.version, judge_model=rubric.judge_model
+        ).set(1)

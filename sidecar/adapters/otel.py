@@ -1,0 +1,180 @@
+"""Verdict spans through the OpenTelemetry SDK.
+
+Each verdict becomes a span ``evaluate {rubric_id}`` inside the evaluated
+trace: its parent is the trace's root span (a remote parent with the SAMPLED
+flag, so parent-based samplers keep it) and it links to that span too. One
+``gen_ai.evaluation.result`` event is added per check and per criterion.
+Export uses the standard ``OTEL_EXPORTER_OTLP_*`` environment (gRPC unless
+``OTEL_EXPORTER_OTLP_PROTOCOL``/``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` says
+``http/protobuf``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    set_span_in_context,
+)
+from opentelemetry.util.types import AttributeValue
+
+from sidecar import __version__
+from sidecar.model import CheckResult, CriterionResult, Outcome
+from sidecar.otlpjson import request_to_json_line
+from sidecar.verdict import Verdict
+
+EVENT_NAME = "gen_ai.evaluation.result"
+
+
+def otlp_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
+    env = os.environ if environ is None else environ
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
+    )
+    if protocol.startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+        return Http()
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+
+    return Grpc()
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Writes spans as OTLP/JSON lines (the Collector file exporter's format; ``replay`` reads it)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        line = request_to_json_line(encode_spans(spans))
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def tracer_provider(
+    exporter: SpanExporter, *, service_name: str = "sidecar", batch: bool = True
+) -> TracerProvider:
+    resource = Resource.create({"service.name": service_name, "service.version": __version__})
+    provider = TracerProvider(resource=resource)
+    processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)
+    return provider
+
+
+class VerdictSpans:
+    """Emits one verdict span per verdict into the evaluated trace."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+        self._tracer = provider.get_tracer("sidecar", __version__)
+
+    @classmethod
+    def disabled(cls) -> VerdictSpans:
+        """Spans are created but exported nowhere (``otel.enabled: false``)."""
+        return cls(TracerProvider())
+
+    def emit(self, verdict: Verdict) -> bool:
+        """Record the span; False when the trace has no root span id to attach to."""
+        if verdict.root_span_id is None:
+            return False
+        parent = SpanContext(
+            trace_id=int(verdict.trace_id, 16),
+            span_id=int(verdict.root_span_id, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+        attributes: dict[str, AttributeValue] = {
+            "eval.rubric.id": verdict.rubric_id,
+            "eval.rubric.version": verdict.rubric_version,
+            "eval.judge.model": verdict.judge_model,
+            "eval.outcome": verdict.outcome.value,
+            "eval.judged": verdict.judged,
+            "eval.sample_reason": verdict.sample_reason,
+            "eval.injection_suspected": verdict.injection_suspected,
+            "eval.review": verdict.review,
+            "eval.id": verdict.id,
+            "eval.truncated": verdict.truncated,
+        }
+        if verdict.agent is not None:
+            attributes["gen_ai.agent.name"] = verdict.agent
+        if verdict.agent_version is not None:
+            attributes["gen_ai.agent.version"] = verdict.agent_version
+        span = self._tracer.start_span(
+            f"evaluate {verdict.rubric_id}",
+            context=set_span_in_context(NonRecordingSpan(parent)),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=[Link(parent, {"eval.link": "evaluated_root"})],
+        )
+        for check in verdict.checks:
+            span.add_event(EVENT_NAME, _check_event(check))
+        for criterion in verdict.criteria:
+            if criterion.outcome is not Outcome.SKIPPED:
+                span.add_event(EVENT_NAME, _criterion_event(criterion))
+        span.end()
+        return True
+
+    def flush(self, timeout_ms: int = 10_000) -> bool:
+        return self._provider.force_flush(timeout_ms)
+
+    def shutdown(self) -> None:
+        self._provider.shutdown()
+
+
+def _score(
+    outcome: Outcome, name: str, explanation: str, kind: str, gate: bool
+) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {
+        "gen_ai.evaluation.name": name,
+        "gen_ai.evaluation.score.label": outcome.value.lower(),
+        "eval.kind": kind,
+        "eval.gate": gate,
+    }
+    if outcome is Outcome.PASS:
+        attrs["gen_ai.evaluation.score.value"] = 1.0
+    elif outcome is Outcome.FAIL:
+        attrs["gen_ai.evaluation.score.value"] = 0.0
+    else:
+        attrs["error.type"] = "check_error" if kind == "check" else "criterion_error"
+    if explanation:
+        attrs["gen_ai.evaluation.explanation"] = explanation
+    return attrs
+
+
+def _check_event(check: CheckResult) -> dict[str, AttributeValue]:
+    return _score(check.outcome, check.name, check.detail, "check", check.gate)
+
+
+def _criterion_event(criterion: CriterionResult) -> dict[str, AttributeValue]:
+    explanation = criterion.evidence or criterion.reason or ""
+    attrs = _score(criterion.outcome, criterion.name, explanation, "criterion", criterion.gate)
+    if criterion.outcome is Outcome.ERROR:
+        attrs["error.type"] = criterion.reason or "error"
+    return attrs

@@ -1,0 +1,286 @@
+"""The long-running service: Kafka spans in, verdicts out.
+
+Shutdown order (SIGTERM or ``stop`` set):
+
+1. stop fetching;
+2. decide every open trace whose root has arrived (``shutdown``); traces without
+   a root are dropped, their records stay uncommitted and are read again;
+3. wait, bounded by ``shutdown_timeout_s``, for in-flight traces (judge, emit);
+4. commit what is committable;
+5. flush the span exporter, stop the producer, leave the consumer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sidecar.adapters.http import MetricsServer
+from sidecar.adapters.kafka import KafkaSink, KafkaSource, Record
+from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.adapters.otel import VerdictSpans
+from sidecar.assemble import Assembler
+from sidecar.decode import decode
+from sidecar.errors import DecodeError
+from sidecar.evaluate import Screener, conclude, plan
+from sidecar.judge import Judge, JudgeResult
+from sidecar.model import DecideReason, RecordRef, Trace
+from sidecar.offsets import OffsetTracker
+from sidecar.rubric import Rubric
+from sidecar.sample import Sampler
+from sidecar.settings import Settings
+from sidecar.verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+@dataclass(slots=True)
+class _Counters:
+    """Assembler stats already exported, so only deltas are added to counters."""
+
+    spans: int = 0
+    late: int = 0
+    evicted: int = 0
+    span_limit: int = 0
+    orphans: int = 0
+
+
+class Service:
+    """One sidecar replica. Seams (judge, screener, clock, spans, metrics) are parameters."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        rubrics: Sequence[Rubric],
+        *,
+        metrics: Metrics,
+        spans: VerdictSpans,
+        judge: Judge | None = None,
+        screener: Screener | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.rubrics = list(rubrics)
+        self.metrics = metrics
+        self.spans = spans
+        self.judge = judge
+        self.screener = screener
+        self.clock = clock
+        a = settings.assembler
+        self.assembler = Assembler(
+            decision_wait=a.decision_wait_s,
+            max_trace_age=a.max_trace_age_s,
+            max_open_traces=a.max_open_traces,
+            max_spans_per_trace=a.max_spans_per_trace,
+            decided_memory=a.decided_memory,
+        )
+        s = settings.sampling
+        self.sampler = Sampler(
+            judge_enabled=judge is not None,
+            per_minute=s.budget_per_minute,
+            per_day=s.budget_per_day,
+            warmup_traces=s.warmup_traces,
+        )
+        self.offsets = OffsetTracker()
+        # Kafka clients bind to the running loop, so they are created in run().
+        self._source: KafkaSource | None = None
+        self._sink: KafkaSink | None = None
+        self.server = MetricsServer(
+            metrics.registry, self._readiness, settings.metrics.host, settings.metrics.port
+        )
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._emitted: OrderedDict[str, None] = OrderedDict()
+        self._exported = _Counters()
+        self._ready = False
+        self._committed: dict[int, int] = {}
+        record_rubrics(metrics, self.rubrics)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def source(self) -> KafkaSource:
+        assert self._source is not None, "Service.run() creates the Kafka source"
+        return self._source
+
+    @property
+    def sink(self) -> KafkaSink:
+        assert self._sink is not None, "Service.run() creates the Kafka sink"
+        return self._sink
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._source = KafkaSource(self.settings.kafka, self._on_revoked, self._on_assigned)
+        self._sink = KafkaSink(self.settings.kafka)
+        await self.server.start()
+        await self.sink.start()
+        try:
+            await self.source.start()
+            try:
+                self._ready = True
+                await self._consume(stop)
+                await self._shutdown()
+            finally:
+                self._ready = False
+                await self.source.stop()
+        finally:
+            await self.sink.stop()
+            self.spans.flush()
+            await self.server.stop()
+
+    def _readiness(self) -> tuple[bool, str]:
+        if not self._ready or self._source is None:
+            return False, "not ready: connecting to Kafka"
+        return (
+            True,
+            f"ready: {len(self.rubrics)} rubrics, partitions {sorted(self.source.assigned())}",
+        )
+
+    async def _consume(self, stop: asyncio.Event) -> None:
+        last_commit = self.clock()
+        interval = self.settings.kafka.commit_interval_s
+        while not stop.is_set():
+            self._apply_backpressure()
+            records = await self.source.fetch()
+            now = self.clock()
+            for record in records:
+                await self._ingest(record, now)
+            for trace in self.assembler.due(now):
+                self._dispatch(trace)
+            self._export_stats()
+            if now - last_commit >= interval:
+                await self._commit()
+                last_commit = now
+
+    async def _shutdown(self) -> None:
+        for trace in self.assembler.drain(DecideReason.SHUTDOWN, require_root=True):
+            self._dispatch(trace)
+        if self._inflight:
+            _, pending = await asyncio.wait(
+                self._inflight, timeout=self.settings.shutdown_timeout_s
+            )
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning("shutdown: %d traces still in flight were not committed", len(pending))
+        self._export_stats()
+        await self._commit()
+
+    # -- records -----------------------------------------------------------------------
+
+    async def _ingest(self, record: Record, now: float) -> None:
+        try:
+            if record.value is None:
+                raise DecodeError("empty", "record has no value")
+            spans = decode(record.value, self.settings.kafka.encoding)
+        except DecodeError as exc:
+            await self.sink.send_dead_letter(record, exc.reason, str(exc))
+            self.metrics.kafka_records.labels(result="dead_letter").inc()
+            self.metrics.dead_letters.labels(reason=exc.reason).inc()
+            self.offsets.consumed(record.partition, record.offset)
+            return
+        self.metrics.kafka_records.labels(result="ok").inc()
+        for trace in self.assembler.add(spans, now, RecordRef(record.partition, record.offset)):
+            self._dispatch(trace)
+        self.offsets.consumed(record.partition, record.offset)
+
+    def _dispatch(self, trace: Trace) -> None:
+        self.metrics.traces_decided.labels(reason=trace.reason.value).inc()
+        token = self.offsets.hold(trace.first_offsets)
+        task = asyncio.create_task(self._finish(trace, token))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _finish(self, trace: Trace, token: int) -> None:
+        try:
+            _, cases = plan(
+                trace, self.rubrics, self.sampler, self.clock(), self.screener or _no_screen
+            )
+            verdicts: list[Verdict] = []
+            for case in cases:
+                record_sampling(
+                    self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
+                )
+                if case.injection_suspected:
+                    self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
+                result: JudgeResult | None = None
+                if case.sample.judge and self.judge is not None:
+                    result = await self.judge.judge(case.rubric, case.transcript)
+                verdicts.append(conclude(case, result))
+            for verdict in verdicts:
+                await self._emit(verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("evaluating trace %s failed; its verdict is lost", trace.trace_id)
+            self.metrics.internal_errors.labels(stage="evaluate").inc()
+        self.offsets.release(token)
+
+    async def _emit(self, verdict: Verdict) -> None:
+        self.spans.emit(verdict)
+        record_verdict(self.metrics, verdict)
+        if verdict.id in self._emitted:
+            self.metrics.duplicate_verdicts.inc()
+        self._emitted[verdict.id] = None
+        if len(self._emitted) > 100_000:
+            self._emitted.popitem(last=False)
+        await self.sink.send_verdict(verdict.trace_id, verdict.to_json().encode("utf-8"))
+
+    # -- offsets, rebalance, back-pressure ---------------------------------------------
+
+    async def _commit(self) -> None:
+        offsets = self.offsets.committable(self.assembler.held_offsets())
+        changed = {p: o for p, o in offsets.items() if self._committed.get(p) != o}
+        if changed and await self.source.commit(changed):
+            self._committed.update(changed)
+
+    async def _on_revoked(self, partitions: set[int]) -> None:
+        await self._commit()
+        dropped = self.assembler.drop_partitions(partitions)
+        self.offsets.drop_partitions(partitions)
+        for partition in partitions:
+            self._committed.pop(partition, None)
+            with contextlib.suppress(KeyError):
+                self.metrics.consumer_lag.remove(str(partition))
+        if dropped:
+            log.info(
+                "partitions %s revoked: %d open traces left to the new owner",
+                sorted(partitions),
+                len(dropped),
+            )
+
+    async def _on_assigned(self, partitions: set[int]) -> None:
+        log.info("partitions assigned: %s", sorted(partitions))
+
+    def _apply_backpressure(self) -> None:
+        limit = self.settings.max_inflight_traces
+        if len(self._inflight) >= limit:
+            self.source.pause()
+        elif self.source.paused and len(self._inflight) <= limit // 2:
+            self.source.resume()
+        self.metrics.judge_queue_depth.set(len(self._inflight))
+
+    def _export_stats(self) -> None:
+        st, done = self.assembler.stats, self._exported
+        self.metrics.spans.inc(st.spans - done.spans)
+        self.metrics.late_spans.inc(st.late_spans - done.late)
+        self.metrics.evictions.labels(kind="open_traces").inc(st.evicted_open_traces - done.evicted)
+        self.metrics.evictions.labels(kind="spans_per_trace").inc(
+            st.span_limit_hits - done.span_limit
+        )
+        self.metrics.orphan_traces.inc(st.orphan_traces - done.orphans)
+        self._exported = _Counters(
+            st.spans, st.late_spans, st.evicted_open_traces, st.span_limit_hits, st.orphan_traces
+        )
+        self.metrics.open_traces.set(self.assembler.open_traces)
+        for partition, lag in self.source.lag(self.offsets.next_offsets()).items():
+            self.metrics.consumer_lag.labels(partition=str(partition)).set(lag)
+
+
+def _no_screen(_rubric: Rubric, _transcript: object) -> bool:
+    return False

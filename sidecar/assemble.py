@@ -1,0 +1,206 @@
+"""Group spans into traces and decide when a trace is finished.
+
+A trace is *complete* when its root span has arrived (spans are exported once
+they end) and ``decision_wait`` has passed with no new span for it. A trace
+that never completes is decided at ``max_trace_age``. Memory is bounded:
+
+- ``max_open_traces``: adding a new trace past the bound decides the oldest
+  open trace early (``evicted``, flagged truncated);
+- ``max_spans_per_trace``: a trace reaching the bound is decided at once
+  (``span_limit``, truncated); its later spans count as late;
+- decided trace ids are remembered in a bounded LRU so late spans get a
+  consistent answer (counted, ignored).
+
+Nothing is dropped silently: every early decision and every late span is
+counted in :class:`AssemblerStats`. Time is passed in as ``now`` (seconds,
+monotonic); the assembler never reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
+
+_ROOT_NAMES = ("invoke_agent", "invoke_workflow", "invocation")
+
+
+@dataclass(slots=True)
+class AssemblerStats:
+    spans: int = 0
+    late_spans: int = 0
+    evicted_open_traces: int = 0
+    span_limit_hits: int = 0
+    orphan_traces: int = 0
+    dropped_revoked: int = 0
+
+
+@dataclass(slots=True)
+class _Open:
+    trace_id: str
+    first_arrival: float
+    last_arrival: float
+    spans: list[Span] = field(default_factory=list)
+    span_ids: set[str] = field(default_factory=set)
+    first_offsets: dict[int, int] = field(default_factory=dict)
+
+    def has_root(self) -> bool:
+        return any(_is_root(s, self.span_ids) for s in self.spans)
+
+    def to_trace(self, reason: DecideReason, truncated: bool) -> Trace:
+        spans = sorted(self.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+        return Trace(
+            trace_id=self.trace_id,
+            spans=tuple(spans),
+            reason=reason,
+            truncated=truncated,
+            has_root=self.has_root(),
+            first_offsets=dict(self.first_offsets),
+        )
+
+
+def _is_root(span: Span, span_ids: set[str]) -> bool:
+    if span.parent_span_id is None:
+        return True
+    if span.parent_span_id in span_ids:
+        return False
+    # A remote parent (e.g. an HTTP server span exported elsewhere): accept an
+    # agent invocation span as the root of this trace.
+    if span.kind not in (SpanKind.SERVER, SpanKind.INTERNAL):
+        return False
+    operation = span.attributes.get("gen_ai.operation.name")
+    return operation in ("invoke_agent", "invoke_workflow") or span.name.startswith(_ROOT_NAMES)
+
+
+class Assembler:
+    """Bounded per-trace span buffer with a deterministic decision rule."""
+
+    def __init__(
+        self,
+        *,
+        decision_wait: float = 5.0,
+        max_trace_age: float = 120.0,
+        max_open_traces: int = 50_000,
+        max_spans_per_trace: int = 2_000,
+        decided_memory: int = 200_000,
+    ) -> None:
+        if min(max_open_traces, max_spans_per_trace, decided_memory) < 1:
+            raise ValueError("assembler bounds must be at least 1")
+        self.decision_wait = decision_wait
+        self.max_trace_age = max_trace_age
+        self.max_open_traces = max_open_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.decided_memory = decided_memory
+        self.stats = AssemblerStats()
+        # Insertion order of _open is first arrival; _quiet is ordered by last arrival.
+        self._open: dict[str, _Open] = {}
+        self._quiet: OrderedDict[str, None] = OrderedDict()
+        self._decided: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+    def add(self, spans: Iterable[Span], now: float, ref: RecordRef | None = None) -> list[Trace]:
+        """Buffer spans; returns traces decided early because a bound was hit."""
+        early: list[Trace] = []
+        for span in spans:
+            self.stats.spans += 1
+            trace_id = span.trace_id
+            if trace_id in self._decided:
+                self.stats.late_spans += 1
+                continue
+            entry = self._open.get(trace_id)
+            if entry is None:
+                if len(self._open) >= self.max_open_traces:
+                    oldest = next(iter(self._open))
+                    self.stats.evicted_open_traces += 1
+                    early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
+                entry = _Open(trace_id, first_arrival=now, last_arrival=now)
+                self._open[trace_id] = entry
+            if span.span_id in entry.span_ids:
+                continue  # redelivered span; keep the first copy
+            entry.spans.append(span)
+            entry.span_ids.add(span.span_id)
+            entry.last_arrival = now
+            self._quiet[trace_id] = None
+            self._quiet.move_to_end(trace_id)
+            if ref is not None and ref.offset < entry.first_offsets.get(
+                ref.partition, ref.offset + 1
+            ):
+                entry.first_offsets[ref.partition] = ref.offset
+            if len(entry.spans) >= self.max_spans_per_trace:
+                self.stats.span_limit_hits += 1
+                early.append(self._decide(trace_id, DecideReason.SPAN_LIMIT, truncated=True))
+        return early
+
+    def due(self, now: float) -> list[Trace]:
+        """Traces whose decision time has come."""
+        decided: list[Trace] = []
+        aged: list[str] = []
+        for trace_id, entry in self._open.items():
+            # First-arrival order: the first young trace ends the aged prefix.
+            if now - entry.first_arrival < self.max_trace_age:
+                break
+            aged.append(trace_id)
+        for trace_id in aged:
+            decided.append(self._decide(trace_id, DecideReason.MAX_AGE, truncated=False))
+        for trace_id in list(self._quiet):
+            entry = self._open[trace_id]
+            if now - entry.last_arrival < self.decision_wait:
+                break
+            if entry.has_root():
+                decided.append(self._decide(trace_id, DecideReason.COMPLETE, truncated=False))
+        return decided
+
+    def drain(self, reason: DecideReason, *, require_root: bool = False) -> list[Trace]:
+        """Decide every open trace now (end of input, or shutdown).
+
+        With ``require_root`` traces without a root are not decided: they stay
+        open and keep holding their offsets in :meth:`held_offsets`, so their
+        records stay uncommitted and the next owner reads them again.
+        """
+        decided: list[Trace] = []
+        for trace_id in list(self._open):
+            entry = self._open[trace_id]
+            if require_root and not entry.has_root():
+                continue
+            decided.append(self._decide(trace_id, reason, truncated=False))
+        return decided
+
+    def drop_partitions(self, partitions: Iterable[int]) -> list[str]:
+        """Forget undecided traces fed by any of ``partitions`` (on revoke)."""
+        revoked = set(partitions)
+        dropped = [
+            tid for tid, entry in self._open.items() if revoked.intersection(entry.first_offsets)
+        ]
+        for trace_id in dropped:
+            self._forget(trace_id)
+        self.stats.dropped_revoked += len(dropped)
+        return dropped
+
+    def held_offsets(self) -> dict[int, int]:
+        """Lowest offset per partition still needed by an undecided trace."""
+        held: dict[int, int] = {}
+        for entry in self._open.values():
+            for partition, offset in entry.first_offsets.items():
+                if offset < held.get(partition, offset + 1):
+                    held[partition] = offset
+        return held
+
+    def _forget(self, trace_id: str) -> None:
+        del self._open[trace_id]
+        self._quiet.pop(trace_id, None)
+
+    def _decide(self, trace_id: str, reason: DecideReason, *, truncated: bool) -> Trace:
+        entry = self._open[trace_id]
+        self._forget(trace_id)
+        self._decided[trace_id] = None
+        if len(self._decided) > self.decided_memory:
+            self._decided.popitem(last=False)
+        trace = entry.to_trace(reason, truncated)
+        if not trace.has_root:
+            self.stats.orphan_traces += 1
+        return trace

@@ -1,0 +1,114 @@
+"""Small helpers shared by the check families: findings, JSON parsing and equality."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from sidecar.model import Outcome
+
+_DETAIL_LIMIT = 240
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What one check concluded, before the name and gate of its spec are attached."""
+
+    outcome: Outcome
+    detail: str
+
+
+def passed(detail: str) -> Finding:
+    return Finding(Outcome.PASS, one_line(detail))
+
+
+def failed(detail: str) -> Finding:
+    return Finding(Outcome.FAIL, one_line(detail))
+
+
+def errored(detail: str) -> Finding:
+    return Finding(Outcome.ERROR, one_line(detail))
+
+
+def one_line(text: str, limit: int = _DETAIL_LIMIT) -> str:
+    """Collapse whitespace and cut to ``limit`` characters: details end up in metrics UIs."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def parse_json(text: str) -> Any:
+    """Parse JSON text; every way it can go wrong is a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        # Deeply nested input must not escape as a RecursionError.
+        raise ValueError("JSON nested too deeply") from exc
+
+
+def plain(value: object) -> object:
+    """Turn values YAML may produce into what the same text would be in JSON.
+
+    An unquoted ``2024-05-20`` in a rubric file loads as a ``date``; the agent's
+    arguments carry the string, and the rubric author meant the string.
+    """
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def json_equal(expected: object, actual: object) -> bool:
+    """Equality as JSON sees it: ``40 == 40.0`` but ``true != 1`` and ``"40" != 40``."""
+    return _equal(plain(expected), actual)
+
+
+def _equal(expected: object, actual: object) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if isinstance(expected, int | float) and isinstance(actual, int | float):
+        return expected == actual
+    if isinstance(expected, str) and isinstance(actual, str):
+        return expected == actual
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(
+            _equal(e, a) for e, a in zip(expected, actual, strict=True)
+        )
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(
+            _equal(v, actual[k]) for k, v in expected.items()
+        )
+    return expected is None and actual is None
+
+
+def compact(value: object, limit: int = 120) -> str:
+    """Short JSON rendering for details."""
+    text = json.dumps(plain(value), separators=(", ", ": "), ensure_ascii=False, default=str)
+    return one_line(text, limit)
+
+
+def schema_violation(schema: Mapping[str, Any], instance: object) -> str | None:
+    """The most relevant JSON Schema (2020-12) violation as ``path: message``, or None.
+
+    Formats (``date``, ``email`` ...) are asserted: a rubric author who writes
+    ``format: date`` expects a wrong date to fail, not to be an annotation.
+    """
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    error = best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    return f"{error.json_path}: {error.message}"

@@ -1,0 +1,66 @@
+"""Checks over the final answer text."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sidecar.checks._common import (
+    Finding,
+    errored,
+    failed,
+    parse_json,
+    passed,
+    schema_violation,
+)
+from sidecar.model import Transcript
+from sidecar.rubric import AnswerJsonSchema, AnswerRegex
+
+_NOT_CAPTURED = "answer not captured"
+
+# A fenced block labelled json, or not labelled at all; models wrap JSON in one
+# even when told not to.
+_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def _excerpt(text: str, match: re.Match[str], width: int = 60) -> str:
+    return repr(text[match.start() : match.end()][:width])
+
+
+def answer_regex(spec: AnswerRegex, transcript: Transcript) -> Finding:
+    """``must_match`` must be found somewhere (``re.search``); ``must_not_match`` nowhere."""
+    answer = transcript.answer
+    if answer is None:
+        return errored(_NOT_CAPTURED)
+    flags = re.IGNORECASE if spec.ignore_case else 0
+    if spec.must_match is not None and re.search(spec.must_match, answer, flags) is None:
+        return failed(f"answer does not match {spec.must_match!r}")
+    if spec.must_not_match is not None:
+        found = re.search(spec.must_not_match, answer, flags)
+        if found is not None:
+            return failed(f"answer matches {spec.must_not_match!r} at {_excerpt(answer, found)}")
+    return passed("answer matches the patterns")
+
+
+def _answer_json(answer: str) -> tuple[bool, Any]:
+    """The answer as JSON: the whole text, else the first fenced block that parses."""
+    candidates = [answer, *(m.group(1) for m in _FENCE.finditer(answer))]
+    for candidate in candidates:
+        try:
+            return True, parse_json(candidate)
+        except ValueError:
+            continue
+    return False, None
+
+
+def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Finding:
+    answer = transcript.answer
+    if answer is None:
+        return errored(_NOT_CAPTURED)
+    ok, document = _answer_json(answer)
+    if not ok:
+        return failed("answer is not JSON")
+    problem = schema_violation(spec.schema_, document)
+    if problem is not None:
+        return failed(problem)
+    return passed("answer is valid JSON for the schema")

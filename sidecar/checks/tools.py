@@ -1,0 +1,74 @@
+"""Checks over which tools were called and with what arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sidecar.checks._common import (
+    Finding,
+    errored,
+    failed,
+    parse_json,
+    passed,
+    plural,
+    schema_violation,
+)
+from sidecar.model import Transcript
+from sidecar.rubric import MaxToolCalls, ToolAllowlist, ToolArguments, ToolDenylist
+
+
+def _names(names: Iterable[str], limit: int = 5) -> str:
+    distinct = list(dict.fromkeys(names))
+    shown = ", ".join(distinct[:limit])
+    return shown if len(distinct) <= limit else f"{shown} (+{len(distinct) - limit} more)"
+
+
+def tool_allowlist(spec: ToolAllowlist, transcript: Transcript) -> Finding:
+    allowed = set(spec.tools)
+    outside = [c.name for c in transcript.tool_calls if c.name not in allowed]
+    if outside:
+        return failed(f"called {_names(outside)}")
+    return passed(f"{plural(len(transcript.tool_calls), 'call')}, all allowed")
+
+
+def tool_denylist(spec: ToolDenylist, transcript: Transcript) -> Finding:
+    denied = set(spec.tools)
+    hits = [c.name for c in transcript.tool_calls if c.name in denied]
+    if hits:
+        return failed(f"called {_names(hits)}")
+    return passed("no denied tool called")
+
+
+def max_tool_calls(spec: MaxToolCalls, transcript: Transcript) -> Finding:
+    calls = [c for c in transcript.tool_calls if spec.tool is None or c.name == spec.tool]
+    what = plural(len(calls), "call") + (f" of {spec.tool}" if spec.tool else "")
+    if len(calls) > spec.limit:
+        return failed(f"{what} > limit {spec.limit}")
+    return passed(f"{what} <= limit {spec.limit}")
+
+
+def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
+    """Every call of ``spec.tool`` must carry arguments valid under the schema.
+
+    A definite violation wins over calls whose arguments were not captured:
+    one bad call is enough to FAIL, whatever the uncaptured ones held.
+    """
+    calls = [c for c in transcript.tool_calls if c.name == spec.tool]
+    if not calls:
+        return passed("not called")
+    uncaptured = 0
+    for number, call in enumerate(calls, start=1):
+        where = f"call {number} of {spec.tool}"
+        if call.arguments is None:
+            uncaptured += 1
+            continue
+        try:
+            arguments = parse_json(call.arguments)
+        except ValueError:
+            return failed(f"{where}: arguments are not JSON")
+        problem = schema_violation(spec.schema_, arguments)
+        if problem is not None:
+            return failed(f"{where}: {problem}")
+    if uncaptured:
+        return errored(f"arguments of {uncaptured} of {plural(len(calls), 'call')} not captured")
+    return passed(f"{plural(len(calls), 'call')} of {spec.tool} valid")

@@ -1,0 +1,35 @@
+"""Checks over the trace as a whole: latency and error spans."""
+
+from __future__ import annotations
+
+import math
+
+from sidecar.checks._common import Finding, errored, failed, passed
+from sidecar.model import Transcript
+from sidecar.rubric import MaxLatencyMs, NoErrorSpans
+
+
+def _ms(value: float) -> str:
+    return f"{value:.0f} ms" if value == int(value) else f"{value:.1f} ms"
+
+
+def max_latency_ms(spec: MaxLatencyMs, transcript: Transcript) -> Finding:
+    latency = transcript.latency_ms
+    if latency is None:
+        return errored("latency unknown (root span not seen)")
+    if not math.isfinite(latency):
+        return errored(f"latency is not a number: {latency}")
+    if latency > spec.limit:
+        return failed(f"latency {_ms(latency)} > limit {_ms(spec.limit)}")
+    return passed(f"latency {_ms(latency)} <= limit {_ms(spec.limit)}")
+
+
+def no_error_spans(spec: NoErrorSpans, transcript: Transcript) -> Finding:
+    errors = transcript.error_spans
+    if not errors:
+        return passed("no error spans")
+    first = errors[0]
+    # The count goes first so that cutting a long message keeps it.
+    count = f"{len(errors)} error spans, first " if len(errors) > 1 else "error span "
+    message = f": {first.message}" if first.message else ""
+    return failed(f"{count}{first.name!r}{message}")

@@ -1,0 +1,82 @@
+"""``sidecar replay PATH...``: the pipeline over files; verdict records on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from sidecar.errors import ConfigError
+from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
+from sidecar.rubric import load_rubrics
+from sidecar.sample import Sampler
+from sidecar.settings import load_settings
+from sidecar.wiring import build_judge, build_screener
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "replay",
+        help="evaluate traces from files (OTLP/JSON lines, OTLP protobuf, file-exporter proto)",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    parser.add_argument(
+        "--rubrics", type=Path, help="rubric directory (default: config rubrics_dir)"
+    )
+    parser.add_argument("--config", type=Path, help="YAML settings file (for judge settings)")
+    parser.add_argument(
+        "--judge-all", action="store_true", help="judge every case, ignoring sampling"
+    )
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when a case is unacceptable"
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    rubrics = load_rubrics(args.rubrics or settings.rubrics_dir)
+    for path in args.paths:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file; give OTLP/JSON lines or OTLP protobuf files")
+    judge = build_judge(settings.judge, None)
+    sampler = Sampler(
+        judge_enabled=judge is not None,
+        per_minute=settings.sampling.budget_per_minute,
+        per_day=settings.sampling.budget_per_day,
+        warmup_traces=settings.sampling.warmup_traces,
+        judge_all=args.judge_all,
+    )
+    summary = ReplaySummary()
+    traces = collect_traces(args.paths, summary)
+    verdicts = asyncio.run(
+        evaluate_traces(
+            traces, rubrics, sampler, judge=judge, screener=build_screener(), summary=summary
+        )
+    )
+    out = sys.stdout
+    for verdict in verdicts:
+        out.write(verdict.to_json() + "\n")
+    out.flush()
+    _print_summary(summary, judge_on=judge is not None)
+    if summary.outcomes.get("unacceptable") and not args.exit_zero:
+        return 1
+    return 0
+
+
+def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
+    err = sys.stderr
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items())) or "none"
+    print(
+        f"replay: {summary.files} files, {summary.records} records, {summary.spans} spans, "
+        f"{summary.traces} traces, {summary.verdicts} verdicts ({outcomes}); "
+        f"judged {summary.judged}{'' if judge_on else ' (judge off: no credentials)'}; "
+        f"{summary.unrouted_traces} traces matched no rubric",
+        file=err,
+    )
+    for problem in summary.bad_records[:20]:
+        print(f"replay: skipped undecodable record {problem}", file=err)
+    if len(summary.bad_records) > 20:
+        print(f"replay: ... and {len(summary.bad_records) - 20} more undecodable records", file=err)

@@ -1,0 +1,34 @@
+"""``sidecar rubrics check DIR``: validate rubric files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from sidecar.errors import RubricError
+from sidecar.rubric import load_rubrics
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("rubrics", help="work with rubric files")
+    actions = parser.add_subparsers(dest="rubrics_command", metavar="ACTION", required=True)
+    check = actions.add_parser("check", help="validate every *.yaml rubric in a directory")
+    check.add_argument("directory", type=Path)
+    check.set_defaults(handler=handle_check)
+
+
+def handle_check(args: argparse.Namespace) -> int:
+    try:
+        rubrics = load_rubrics(args.directory)
+    except RubricError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    for rubric in rubrics:
+        criteria = len(rubric.judge.criteria) if rubric.judge else 0
+        print(
+            f"ok  {rubric.id} v{rubric.version}: {len(rubric.checks)} checks, "
+            f"{criteria} criteria, judge {rubric.judge_model}"
+        )
+    return 0

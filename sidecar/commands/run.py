@@ -1,0 +1,65 @@
+"""``sidecar run --config FILE``: the service."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
+from sidecar.app import Service
+from sidecar.rubric import load_rubrics
+from sidecar.settings import load_settings
+from sidecar.wiring import build_judge, build_screener
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("run", help="run the evaluator service (Kafka in, verdicts out)")
+    parser.add_argument(
+        "--config", type=Path, help="YAML settings file (SIDECAR_* env overrides it)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = load_settings(args.config)
+    rubrics = load_rubrics(settings.rubrics_dir)
+    metrics = Metrics(max_agents=settings.metrics.max_agents)
+    provider = (
+        tracer_provider(otlp_exporter(), service_name=settings.otel.service_name)
+        if settings.otel.enabled
+        else None
+    )
+    spans = VerdictSpans(provider) if provider is not None else VerdictSpans.disabled()
+    judge = build_judge(settings.judge, metrics)
+    service = Service(
+        settings, rubrics, metrics=metrics, spans=spans, judge=judge, screener=build_screener()
+    )
+    logging.getLogger("sidecar").info(
+        "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s",
+        len(rubrics),
+        settings.rubrics_dir,
+        settings.kafka.topic,
+        settings.kafka.bootstrap_servers,
+        settings.metrics.port,
+        "on" if judge is not None else "off (no credentials)",
+    )
+    asyncio.run(_run(service))
+    spans.shutdown()
+    return 0
+
+
+async def _run(service: Service) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await service.run(stop)

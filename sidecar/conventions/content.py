@@ -1,0 +1,425 @@
+"""Records and content parsing shared by the convention readers."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from sidecar.model import Attributes, AttrValue, Span, ToolCall
+
+OTEL_GENAI = "otel_genai"
+ADK_V1 = "adk_v1"
+OPENINFERENCE = "openinference"
+OPENLLMETRY = "openllmetry"
+
+# Canonical order for Transcript.conventions, so equal traces list them equally.
+ALL_CONVENTIONS = (OTEL_GENAI, ADK_V1, OPENINFERENCE, OPENLLMETRY)
+
+
+class Role(enum.Enum):
+    AGENT = "agent"
+    LLM = "llm"
+    TOOL = "tool"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """A tool call as the model asked for it, inside a message."""
+
+    name: str
+    call_id: str | None = None
+    arguments: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResponse:
+    """A tool result as it was handed back to the model, inside a message."""
+
+    call_id: str | None = None
+    name: str | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: str
+    text: str | None = None
+    tool_requests: tuple[ToolRequest, ...] = ()
+    tool_responses: tuple[ToolResponse, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What one convention read from one span.
+
+    ``inputs``/``outputs`` are ``None`` when the span carries no captured
+    content. ``strong`` separates real agent spans from wrappers around them
+    (workflows, chains, ADK's ``invocation``) when picking *the* agent span.
+    """
+
+    convention: str
+    role: Role
+    strong: bool = True
+    agent_name: str | None = None
+    input_text: str | None = None
+    output_text: str | None = None
+    inputs: tuple[Message, ...] | None = None
+    outputs: tuple[Message, ...] | None = None
+    tool: ToolCall | None = None
+    models: tuple[str, ...] = ()
+
+
+# --- value helpers ------------------------------------------------------------
+
+
+def text_of(value: AttrValue | object) -> str | None:
+    """Plain text of a value; structured values become compact JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, bytes):
+        return text_of(value.decode("utf-8", errors="replace"))
+    if isinstance(value, dict | list):
+        return compact_json(value)
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return text_of(str(value))
+
+
+def json_text(value: AttrValue | object) -> str | None:
+    """JSON text of tool arguments: strings are kept as recorded."""
+    if isinstance(value, dict | list):
+        return compact_json(value)
+    return text_of(value)
+
+
+def compact_json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def parse_json(value: AttrValue | object) -> object:
+    """Structured form of a value: JSON text is parsed, other values pass through."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[", '"'):
+            try:
+                return json.loads(stripped)
+            except ValueError:
+                return value
+    return value
+
+
+def as_int(value: AttrValue | object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def str_attr(attrs: Attributes, *keys: str) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def indexed(attrs: Mapping[str, AttrValue], prefix: str) -> list[dict[str, AttrValue]]:
+    """Group flattened ``prefix.N.rest`` keys into one mapping per N, in N order."""
+    groups: dict[int, dict[str, AttrValue]] = {}
+    head = prefix + "."
+    for key, value in attrs.items():
+        if not key.startswith(head):
+            continue
+        index, _, rest = key[len(head) :].partition(".")
+        if index.isdigit() and rest:
+            groups.setdefault(int(index), {})[rest] = value
+    return [groups[n] for n in sorted(groups)]
+
+
+def usage(span: Span) -> tuple[int | None, int | None]:
+    """Token usage a span reports, whatever convention named it."""
+    attrs = span.attributes
+    spent_in = _first_int(
+        attrs,
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+        "llm.usage.prompt_tokens",
+    )
+    spent_out = _first_int(
+        attrs,
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+        "llm.usage.completion_tokens",
+    )
+    return spent_in, spent_out
+
+
+def _first_int(attrs: Attributes, *keys: str) -> int | None:
+    for key in keys:
+        number = as_int(attrs.get(key))
+        if number is not None:
+            return number
+    return None
+
+
+def models_of(attrs: Attributes, *keys: str) -> tuple[str, ...]:
+    # The response model is what actually ran; the request model is only a wish.
+    model = str_attr(attrs, *keys)
+    return (model,) if model else ()
+
+
+# --- messages ---------------------------------------------------------------------
+
+_ROLE_ALIASES = {"model": "assistant", "ai": "assistant", "human": "user", "function": "tool"}
+_SKIPPED_PART_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking"})
+
+
+def _role(value: object, default: str) -> str:
+    if isinstance(value, str) and value:
+        return _ROLE_ALIASES.get(value.lower(), value.lower())
+    return default
+
+
+def parse_messages(value: AttrValue | object, default_role: str) -> tuple[Message, ...] | None:
+    """Messages from a JSON string or an already-structured list (OTLP array/kvlist)."""
+    if value is None:
+        return None
+    data = parse_json(value)
+    if isinstance(data, str):
+        text = text_of(data)
+        return (Message(default_role, text),) if text else None
+    if isinstance(data, dict):
+        inner = data.get("messages")
+        data = inner if isinstance(inner, list) else [data]
+    if not isinstance(data, list):
+        return None
+    messages = [parse_message(item, default_role) for item in data]
+    return tuple(m for m in messages if m is not None)
+
+
+def parse_message(value: object, default_role: str) -> Message | None:
+    """One message in any of the shapes the conventions use.
+
+    GenAI ``{role, parts:[{type, ...}]}``, Gemini ``{role, parts:[{text}|
+    {function_call}|{function_response}]}``, OpenAI-style ``{role, content,
+    tool_calls, tool_call_id}``, completion ``{text}`` and event
+    ``{message: {...}}`` wrappers.
+    """
+    value = parse_json(value)
+    if isinstance(value, str):
+        text = text_of(value)
+        return Message(default_role, text) if text else None
+    if not isinstance(value, dict):
+        return None
+    nested = value.get("message")
+    if "role" not in value and "parts" not in value and nested is not None:
+        return parse_message(nested, default_role)
+    role = _role(value.get("role"), default_role)
+    texts: list[str] = []
+    requests: list[ToolRequest] = []
+    responses: list[ToolResponse] = []
+
+    def take(items: Iterable[object]) -> None:
+        for item in items:
+            part = _parse_part(item)
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, ToolRequest):
+                requests.append(part)
+            elif isinstance(part, ToolResponse):
+                responses.append(part)
+
+    parts = value.get("parts")
+    if isinstance(parts, list):
+        take(parts)
+    content = value.get("content")
+    content_parts = _content_parts(content)
+    tool_call_id = text_of(value.get("tool_call_id"))
+    if role == "tool" or tool_call_id is not None:
+        if content is not None:
+            result = text_of(content)
+            if content_parts is not None:
+                result = "\n".join(p for p in map(_parse_part, content_parts) if isinstance(p, str))
+            responses.append(ToolResponse(tool_call_id, text_of(value.get("name")), result or None))
+    elif content_parts is not None:
+        take(content_parts)
+    elif (text := text_of(content)) is not None:
+        texts.append(text)
+    if (text := text_of(value.get("text"))) is not None and not parts and content is None:
+        texts.append(text)
+    for call in list_of(value.get("tool_calls")):
+        request = _tool_request(call)
+        if request is not None:
+            requests.append(request)
+    if (legacy := _tool_request(value.get("function_call"))) is not None:
+        requests.append(legacy)
+    return Message(role, "\n".join(texts) or None, tuple(requests), tuple(responses))
+
+
+_PART_KEYS = frozenset(
+    {"type", "function_call", "functionCall", "function_response", "functionResponse"}
+)
+
+
+def _content_parts(value: object) -> list[object] | None:
+    """Content given as a list of typed parts (possibly as JSON text), else ``None``.
+
+    Only a list whose every item looks like a part counts, so a user who types
+    JSON into the chat keeps their text.
+    """
+    data = parse_json(value) if isinstance(value, str) else value
+    if isinstance(data, dict) and _PART_KEYS & data.keys():
+        return [data]
+    if isinstance(data, list) and data and all(_looks_like_part(p) for p in data):
+        return data
+    return None
+
+
+def _looks_like_part(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, dict) and bool(_PART_KEYS & value.keys()))
+
+
+def list_of(value: object) -> list[object]:
+    value = parse_json(value)
+    return value if isinstance(value, list) else []
+
+
+def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
+    if isinstance(part, str):
+        return text_of(part)
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in _SKIPPED_PART_TYPES or part.get("thought") is True:
+        return None
+    if kind in ("tool_call", "function_call", "tool_use"):
+        return _tool_request(part)
+    if kind in ("tool_call_response", "tool_result", "function_call_output"):
+        payload = next(
+            (part[k] for k in ("response", "result", "content", "output") if k in part), None
+        )
+        call_id = part.get("id", part.get("tool_use_id", part.get("call_id")))
+        return ToolResponse(text_of(call_id), text_of(part.get("name")), text_of(payload))
+    if kind in (None, "text", "input_text", "output_text"):
+        call = part.get("function_call", part.get("functionCall"))
+        if isinstance(call, dict):
+            return _tool_request(call)
+        answer = part.get("function_response", part.get("functionResponse"))
+        if isinstance(answer, dict):
+            return ToolResponse(
+                text_of(answer.get("id")),
+                text_of(answer.get("name")),
+                text_of(answer.get("response")),
+            )
+        return text_of(part.get("content", part.get("text")))
+    return None
+
+
+def _tool_request(value: object) -> ToolRequest | None:
+    value = parse_json(value)
+    if not isinstance(value, dict):
+        return None
+    function = value.get("function")
+    source = function if isinstance(function, dict) else value
+    name = text_of(source.get("name"))
+    if name is None:
+        return None
+    arguments = next(
+        (source[k] for k in ("arguments", "args", "input") if source.get(k) is not None), None
+    )
+    call_id = value.get("id", value.get("call_id"))
+    return ToolRequest(name, text_of(call_id), json_text(arguments))
+
+
+def last_user_text(messages: Iterable[Message]) -> str | None:
+    texts = [m.text for m in messages if m.role == "user" and m.text is not None]
+    return texts[-1] if texts else None
+
+
+def last_assistant_text(messages: Iterable[Message]) -> str | None:
+    texts = [
+        m.text
+        for m in messages
+        if m.role not in ("user", "system", "tool", "developer") and m.text is not None
+    ]
+    return texts[-1] if texts else None
+
+
+# --- free-form input/output (agent and workflow spans) ---------------------------------
+
+_WRAPPER_KEYS = {
+    "input",
+    "output",
+    "text",
+    "content",
+    "query",
+    "question",
+    "answer",
+    "response",
+    "result",
+    "message",
+    "prompt",
+}
+
+
+def unwrap_io(value: AttrValue | object, *, output: bool) -> str | None:
+    """Best text of a free-form input or output value.
+
+    Frameworks wrap the interesting text: OpenLLMetry in ``{"inputs": ...}``
+    or ``{"args": [...], "kwargs": {...}}``, LangChain in ``{"output": ...}``.
+    Peel those wrappers; what is not text after that stays JSON text, as
+    recorded when nothing was peeled.
+    """
+    data = parse_json(value)
+    peeled = False
+    for _ in range(6):
+        found, inner = _peel(data, output)
+        if not found:
+            break
+        data, peeled = parse_json(inner), True
+    if isinstance(data, list) and any(isinstance(m, dict) and "role" in m for m in data):
+        messages = parse_messages(data, "assistant" if output else "user") or ()
+        picked = last_assistant_text(messages) if output else last_user_text(messages)
+        if picked is not None:
+            return picked
+    if isinstance(data, str) or peeled or not isinstance(value, str):
+        return text_of(data)
+    return text_of(value)
+
+
+def _peel(data: object, output: bool) -> tuple[bool, object]:
+    if not isinstance(data, dict) or not data:
+        return False, None
+    wrapper = "outputs" if output else "inputs"
+    if wrapper in data:
+        return True, data[wrapper]
+    if set(data) <= {"args", "kwargs"}:
+        args = list_of(data.get("args"))
+        kwargs = data.get("kwargs")
+        kwargs = kwargs if isinstance(kwargs, dict) else {}
+        if len(args) == 1 and not kwargs:
+            return True, args[0]
+        if not args and len(kwargs) == 1:
+            return True, next(iter(kwargs.values()))
+        return False, None
+    if isinstance(data.get("messages"), list):
+        return True, data["messages"]
+    if len(data) == 1 and next(iter(data)) in _WRAPPER_KEYS:
+        return True, next(iter(data.values()))
+    return False, None
+
+
+def looks_structured(text: str) -> bool:
+    return isinstance(parse_json(text), dict | list)

@@ -1,0 +1,108 @@
+"""OpenLLMetry (Traceloop): ``traceloop.*`` and legacy ``gen_ai.prompt.N.*``."""
+
+from __future__ import annotations
+
+from sidecar.conventions.content import (
+    OPENLLMETRY,
+    Message,
+    Reading,
+    Role,
+    indexed,
+    json_text,
+    list_of,
+    models_of,
+    parse_json,
+    parse_message,
+    str_attr,
+    text_of,
+    unwrap_io,
+)
+from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
+from sidecar.model import Attributes, AttrValue, Span, ToolCall
+
+
+def read_openllmetry(span: Span) -> Reading | None:
+    attrs = span.attributes
+    kind = str_attr(attrs, "traceloop.span.kind")
+    legacy = any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attrs)
+    if kind is None and not legacy and "llm.request.type" not in attrs:
+        return None
+    if legacy or "llm.request.type" in attrs:
+        inputs = _legacy_messages(attrs, "gen_ai.prompt", "user")
+        outputs = _legacy_messages(attrs, "gen_ai.completion", "assistant")
+        return Reading(
+            OPENLLMETRY,
+            Role.LLM,
+            inputs=inputs if inputs is not None else genai_inputs(span),
+            outputs=outputs if outputs is not None else genai_outputs(span),
+            models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
+        )
+    entity = str_attr(attrs, "traceloop.entity.name")
+    if kind == "tool":
+        tool = ToolCall(
+            name=entity or span.name.removesuffix(".tool"),
+            call_id=text_of(attrs.get("gen_ai.tool.call.id")),
+            arguments=_entity_arguments(attrs.get("traceloop.entity.input")),
+            result=unwrap_io(attrs.get("traceloop.entity.output"), output=True),
+            span_id=span.span_id,
+        )
+        return Reading(OPENLLMETRY, Role.TOOL, tool=tool)
+    if kind in ("agent", "workflow"):
+        return Reading(
+            OPENLLMETRY,
+            Role.AGENT,
+            strong=kind == "agent",
+            agent_name=entity if kind == "agent" else None,
+            input_text=unwrap_io(attrs.get("traceloop.entity.input"), output=False),
+            output_text=unwrap_io(attrs.get("traceloop.entity.output"), output=True),
+        )
+    return Reading(OPENLLMETRY, Role.OTHER)
+
+
+def _entity_arguments(value: AttrValue) -> str | None:
+    data = parse_json(value)
+    if isinstance(data, dict) and "inputs" in data:
+        return json_text(parse_json(data["inputs"]))
+    if (
+        isinstance(data, dict)
+        and set(data) <= {"args", "kwargs"}
+        and not list_of(data.get("args"))
+        and isinstance(data.get("kwargs"), dict)
+    ):
+        # Decorated Python tools record {"args": [...], "kwargs": {...}}; keyword
+        # calls are what a model makes, so show them as the arguments object.
+        return json_text(data["kwargs"])
+    return json_text(value)
+
+
+def _legacy_messages(
+    attrs: Attributes, prefix: str, default_role: str
+) -> tuple[Message, ...] | None:
+    groups = indexed(attrs, prefix)
+    if not groups:
+        return None
+    messages = []
+    for group in groups:
+        tool_calls: list[object] = [
+            {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("arguments")}
+            for call in indexed(group, "tool_calls")
+        ]
+        if "function_call.name" in group:
+            tool_calls.append(
+                {
+                    "name": group.get("function_call.name"),
+                    "arguments": group.get("function_call.arguments"),
+                }
+            )
+        message = parse_message(
+            {
+                "role": group.get("role"),
+                "content": group.get("content"),
+                "tool_calls": tool_calls,
+                "tool_call_id": group.get("tool_call_id"),
+            },
+            default_role,
+        )
+        if message is not None:
+            messages.append(message)
+    return tuple(messages)

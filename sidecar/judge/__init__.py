@@ -1,0 +1,119 @@
+"""The injection-hardened LLM judge: pure core and the backend protocol.
+
+A backend (``sidecar.adapters``) implements :class:`Judge`. The usual flow::
+
+    request = build_request(rubric, transcript)         # prompt.py
+    screening = screen(request.blocks)                   # screen.py
+    raw = <one model call with request.system_instruction, request.user_text,
+           request.response_schema, temperature 0, no tools>
+    criteria, error = parse_verdicts(raw, request, rubric)   # parse.py
+    criteria, review = apply_injection_policy(criteria, screening, policy)
+
+Transport failures, safety blocks and truncation use :func:`all_error` with a
+reason instead of parsing. Results are cached by ``request.cache_key``
+(:class:`VerdictCache`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sidecar.judge.cache import VerdictCache
+from sidecar.judge.parse import all_error, parse_verdicts
+from sidecar.judge.prompt import JudgeRequest, build_request, data_blocks, neutralise, new_nonce
+from sidecar.judge.screen import Screening, screen
+from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.rubric import InjectionPolicy, Rubric
+
+INJECTION_SUSPECTED = "injection_suspected"
+
+__all__ = [
+    "INJECTION_SUSPECTED",
+    "Judge",
+    "JudgeRequest",
+    "JudgeResult",
+    "Screening",
+    "VerdictCache",
+    "all_error",
+    "apply_injection_policy",
+    "build_request",
+    "data_blocks",
+    "neutralise",
+    "new_nonce",
+    "parse_verdicts",
+    "screen",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeResult:
+    """What one judgment produced.
+
+    ``judged`` is False when no model verdict was obtained (every criterion is
+    then ERROR, ``error_reason`` says why). ``raw_output`` is kept for the
+    verdict record and ``sidecar judge``, never for metrics.
+    """
+
+    criteria: tuple[CriterionResult, ...]
+    judged: bool
+    injection_suspected: bool
+    review: bool
+    raw_output: str | None
+    error_reason: str | None
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached: bool = False
+    nonce: str | None = None
+
+
+class Judge(Protocol):
+    """A judge backend: one rubric, one transcript, one structured verdict."""
+
+    async def judge(self, rubric: Rubric, transcript: Transcript) -> JudgeResult: ...
+
+
+def apply_injection_policy(
+    criteria: Iterable[CriterionResult], screening: Screening, policy: InjectionPolicy
+) -> tuple[tuple[CriterionResult, ...], bool]:
+    """Apply ``on_injection_suspected`` to a suspected case; returns (criteria, review).
+
+    - ``review``: verdicts are kept; any PASS sets ``review`` so it is not
+      trusted silently.
+    - ``fail``: every gating PASS becomes FAIL with reason ``injection_suspected``.
+    - ``error``: every PASS or FAIL becomes ERROR with that reason (an ERROR
+      keeps its own, more specific reason).
+
+    A case that is not suspected passes through unchanged with ``review`` False.
+    """
+    results = tuple(criteria)
+    if not screening.suspected:
+        return results, False
+    match policy:
+        case InjectionPolicy.REVIEW:
+            return results, any(c.outcome is Outcome.PASS for c in results)
+        case InjectionPolicy.FAIL:
+            return (
+                tuple(
+                    dataclasses.replace(c, outcome=Outcome.FAIL, reason=INJECTION_SUSPECTED)
+                    if c.gate and c.outcome is Outcome.PASS
+                    else c
+                    for c in results
+                ),
+                False,
+            )
+        case InjectionPolicy.ERROR:
+            return (
+                tuple(
+                    dataclasses.replace(
+                        c, outcome=Outcome.ERROR, evidence=None, reason=INJECTION_SUSPECTED
+                    )
+                    if c.outcome in (Outcome.PASS, Outcome.FAIL)
+                    else c
+                    for c in results
+                ),
+                False,
+            )

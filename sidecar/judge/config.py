@@ -1,0 +1,72 @@
+"""Judge settings: backend, transport, limits, cache and prices.
+
+Nested under the application settings as ``judge`` (environment
+``SIDECAR_JUDGE__...``). Credentials are not settings: the Gemini backend
+reads google-genai's own environment (``GOOGLE_API_KEY``/``GEMINI_API_KEY``,
+``GOOGLE_GEMINI_BASE_URL``, ``GOOGLE_GENAI_USE_VERTEXAI``,
+``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_CLOUD_LOCATION``), and the OpenAI-compatible
+backend reads the variable named by ``openai_api_key_env``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class BackendKind(enum.StrEnum):
+    GEMINI = "gemini"  # google-genai; the environment may still select Vertex AI
+    VERTEX = "vertex"  # google-genai forced to Vertex AI
+    OPENAI = "openai"  # any OpenAI-compatible /chat/completions endpoint
+
+
+class UnavailablePolicy(enum.StrEnum):
+    ERROR = "error"  # emit ERROR verdicts with reason judge_unavailable
+    PAUSE = "pause"  # stop consuming until the judge answers again
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: Annotated[float, Field(ge=0)]
+    output_per_mtok: Annotated[float, Field(ge=0)]
+
+
+class JudgeSettings(BaseModel):
+    """Everything about how judge calls are made, except which model (the rubric says)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: BackendKind = BackendKind.GEMINI
+    api_version: str = "v1beta"
+    # None keeps google-genai's default (or GOOGLE_GEMINI_BASE_URL / GOOGLE_VERTEX_BASE_URL).
+    base_url: str | None = None
+    # Vertex AI project and location; None leaves them to the environment.
+    project: str | None = None
+    location: str | None = None
+
+    timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 4
+    backoff_base_s: Annotated[float, Field(gt=0)] = 0.5
+    backoff_max_s: Annotated[float, Field(gt=0)] = 20.0
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    requests_per_minute: Annotated[float, Field(gt=0)] = 60.0
+    tokens_per_minute: Annotated[float, Field(gt=0)] = 200_000.0
+    breaker_failures: Annotated[int, Field(ge=1)] = 5
+    breaker_reset_s: Annotated[float, Field(gt=0)] = 30.0
+    on_judge_unavailable: UnavailablePolicy = UnavailablePolicy.ERROR
+    cache_max_entries: Annotated[int, Field(ge=0)] = 10_000
+    max_output_tokens: Annotated[int, Field(ge=16)] = 2048
+    # {model: {input_per_mtok, output_per_mtok}} in US dollars per million tokens.
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key_env: str = "OPENAI_API_KEY"
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> JudgeSettings:
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError("backoff_max_s must be >= backoff_base_s")
+        return self

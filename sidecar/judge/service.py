@@ -1,0 +1,382 @@
+"""The judge service: one guarded model call per case, turned into strict verdicts.
+
+Order of work for one case (each step may end it)::
+
+    build_request -> screen -> cache lookup            (hit: cached verdicts)
+    -> breaker check                                   (open: unavailable)
+    -> concurrency slot -> rate limits -> backend call (retried with backoff)
+    -> blocked? truncated? -> parse_verdicts -> injection policy -> cache put
+
+A judge that cannot be reached ends as ``on_judge_unavailable`` says:
+``error`` returns ERROR for every criterion with reason ``judge_unavailable``;
+``pause`` raises ``JudgeUnavailable`` so the pipeline stops consuming, waits
+on :meth:`JudgeService.wait_available` and submits the case again.
+
+Retries happen only for the reasons in ``RETRIABLE``; every failed HTTP call
+counts against the model's circuit breaker, every answered one resets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sidecar.errors import JudgeUnavailable
+from sidecar.judge import JudgeResult, all_error, apply_injection_policy, parse_verdicts
+from sidecar.judge.cache import VerdictCache
+from sidecar.judge.config import JudgeSettings, UnavailablePolicy
+from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
+from sidecar.judge.prompt import JudgeRequest, build_request
+from sidecar.judge.screen import Screening, screen
+from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.rubric import Rubric
+
+# Failure reasons worth another attempt; other 4xx answers will not change.
+RETRIABLE = frozenset({"timeout", "transport", "http_408", "http_429", "http_5xx"})
+
+JUDGE_UNAVAILABLE = "judge_unavailable"
+BREAKER_OPEN = "breaker_open"
+BLOCKED = "blocked"
+TRUNCATED = "truncated"
+INJECTION_REVIEW = "injection_suspected"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendReply:
+    """One model answer as the backend received it.
+
+    ``blocked``: the provider's safety filters stopped the answer (or the
+    prompt). ``truncated``: the output token limit cut it off. Token counts
+    are 0 when the provider did not report them.
+    """
+
+    text: str | None
+    finish_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    blocked: bool = False
+    truncated: bool = False
+
+
+class Backend(Protocol):
+    """One HTTP request per ``generate``; failures raise ``JudgeUnavailable(reason)``."""
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+class CounterFamily(Protocol):
+    def labels(self, **labels: str) -> CounterFamily: ...
+
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class GaugeFamily(Protocol):
+    def labels(self, **labels: str) -> GaugeFamily: ...
+
+    def set(self, value: float) -> None: ...
+
+
+class HistogramFamily(Protocol):
+    def labels(self, **labels: str) -> HistogramFamily: ...
+
+    def observe(self, amount: float) -> None: ...
+
+
+class JudgeMetrics(Protocol):
+    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them)."""
+
+    @property
+    def judge_errors(self) -> CounterFamily: ...
+    @property
+    def judge_duration(self) -> HistogramFamily: ...
+    @property
+    def judge_tokens(self) -> CounterFamily: ...
+    @property
+    def judge_cost(self) -> CounterFamily: ...
+    @property
+    def judge_breaker_open(self) -> GaugeFamily: ...
+    @property
+    def cache_requests(self) -> CounterFamily: ...
+    @property
+    def injection_suspected(self) -> CounterFamily: ...
+    @property
+    def review_cases(self) -> CounterFamily: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    criteria: tuple[CriterionResult, ...]  # before the injection policy
+    raw_output: str | None
+
+
+class JudgeService:
+    """Implements ``sidecar.judge.Judge`` on top of a ``Backend``.
+
+    Seams: ``clock`` (monotonic seconds), ``sleep`` and ``rand`` default to
+    the real ones; tests pass a fake clock whose sleep advances it. The
+    service counts injection-suspected and review cases, cache lookups,
+    judge errors by reason, request durations, tokens and cost; criterion
+    verdict counts are left to the verdict stage.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        settings: JudgeSettings,
+        metrics: JudgeMetrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._backend = backend
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._sleep = sleep
+        self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, rand)
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._limiter = RateLimiter(
+            settings.requests_per_minute, settings.tokens_per_minute, clock()
+        )
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._cache: VerdictCache[_Cached] | None = (
+            VerdictCache(settings.cache_max_entries) if settings.cache_max_entries > 0 else None
+        )
+
+    async def __aenter__(self) -> JudgeService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._backend.aclose()
+
+    # --- availability (for on_judge_unavailable: pause) ---------------------
+
+    def _breaker(self, model: str) -> CircuitBreaker:
+        breaker = self._breakers.get(model)
+        if breaker is None:
+            breaker = CircuitBreaker(
+                self._settings.breaker_failures, self._settings.breaker_reset_s
+            )
+            self._breakers[model] = breaker
+        return breaker
+
+    def retry_after(self, now: float | None = None) -> float:
+        """Seconds until every model's breaker lets a call through (0: now)."""
+        at = self._clock() if now is None else now
+        return max((b.retry_after(at) for b in self._breakers.values()), default=0.0)
+
+    def available(self, now: float | None = None) -> bool:
+        return self.retry_after(now) == 0.0
+
+    async def wait_available(self) -> None:
+        """Return once a judge call may be attempted again."""
+        while (delay := self.retry_after()) > 0:
+            await self._sleep(delay)
+
+    # --- judging ------------------------------------------------------------
+
+    async def judge(self, rubric: Rubric, transcript: Transcript) -> JudgeResult:
+        return await self.judge_request(rubric, build_request(rubric, transcript))
+
+    async def judge_request(self, rubric: Rubric, request: JudgeRequest) -> JudgeResult:
+        """Judge a request built by ``build_request`` (``sidecar judge`` shows it first)."""
+        if rubric.judge is None:
+            raise ValueError(f"rubric {rubric.id!r} has no judge block")
+        model = rubric.judge.model
+        screening = screen(request.blocks)
+        if screening.suspected:
+            self._metrics.injection_suspected.labels(rubric=rubric.id).inc()
+
+        cached = self._cache.get(request.cache_key) if self._cache is not None else None
+        if self._cache is not None:
+            self._metrics.cache_requests.labels(result="hit" if cached else "miss").inc()
+        if cached is not None:
+            return self._verdicts(
+                rubric, request, screening, cached.criteria, cached.raw_output, cached=True
+            )
+
+        try:
+            reply = await self._call(model, request)
+        except JudgeUnavailable as exc:
+            self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
+            if self._settings.on_judge_unavailable is UnavailablePolicy.PAUSE:
+                raise
+            return self._failed(rubric, request, screening, JUDGE_UNAVAILABLE, None)
+
+        self._count_usage(model, reply)
+        # Precedence: a blocked answer says nothing; a truncated one is incomplete
+        # even if it happens to parse; only then is the text parsed.
+        if reply.blocked:
+            failure: str | None = BLOCKED
+        elif reply.truncated:
+            failure = TRUNCATED
+        else:
+            criteria, failure = parse_verdicts(reply.text, request, rubric)
+        if failure is not None:
+            self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
+            return self._failed(rubric, request, screening, failure, reply)
+
+        if self._cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
+            self._cache.put(request.cache_key, _Cached(criteria, reply.text))
+        return self._verdicts(rubric, request, screening, criteria, reply.text, reply=reply)
+
+    def _verdicts(
+        self,
+        rubric: Rubric,
+        request: JudgeRequest,
+        screening: Screening,
+        criteria: tuple[CriterionResult, ...],
+        raw_output: str | None,
+        *,
+        cached: bool = False,
+        reply: BackendReply | None = None,
+    ) -> JudgeResult:
+        assert rubric.judge is not None
+        model = rubric.judge.model
+        final, review = apply_injection_policy(
+            criteria, screening, rubric.judge.on_injection_suspected
+        )
+        for reason in sorted({c.reason or "unknown" for c in final if c.outcome is Outcome.ERROR}):
+            self._metrics.judge_errors.labels(judge_model=model, reason=reason).inc()
+        if review:
+            self._metrics.review_cases.labels(rubric=rubric.id, reason=INJECTION_REVIEW).inc()
+        return JudgeResult(
+            criteria=final,
+            judged=True,
+            injection_suspected=screening.suspected,
+            review=review,
+            raw_output=raw_output,
+            error_reason=None,
+            model=model,
+            input_tokens=reply.input_tokens if reply else 0,
+            output_tokens=reply.output_tokens if reply else 0,
+            cached=cached,
+            nonce=request.nonce,
+        )
+
+    def _failed(
+        self,
+        rubric: Rubric,
+        request: JudgeRequest,
+        screening: Screening,
+        reason: str,
+        reply: BackendReply | None,
+    ) -> JudgeResult:
+        return JudgeResult(
+            criteria=all_error(rubric, reason),
+            judged=False,
+            injection_suspected=screening.suspected,
+            review=False,
+            raw_output=reply.text if reply else None,
+            error_reason=reason,
+            model=rubric.judge_model,
+            input_tokens=reply.input_tokens if reply else 0,
+            output_tokens=reply.output_tokens if reply else 0,
+            nonce=request.nonce,
+        )
+
+    async def _call(self, model: str, request: JudgeRequest) -> BackendReply:
+        breaker = self._breaker(model)
+        estimate = _estimate_tokens(request, self._settings.max_output_tokens)
+        retries = 0
+        while True:
+            if not breaker.allow(self._clock()):
+                raise JudgeUnavailable(BREAKER_OPEN, f"circuit breaker for {model} is open")
+            async with self._slots:
+                while (wait := self._limiter.reserve(estimate, self._clock())) > 0:
+                    await self._sleep(wait)
+                started = self._clock()
+                failure: JudgeUnavailable | None = None
+                try:
+                    reply = await self._backend.generate(model, request)
+                except JudgeUnavailable as exc:
+                    failure = exc
+                finished = self._clock()
+                self._metrics.judge_duration.labels(judge_model=model).observe(
+                    max(0.0, finished - started)
+                )
+            if failure is None:
+                breaker.record_success()
+                self._set_breaker_gauge(model, breaker, finished)
+                self._limiter.settle(estimate, reply.input_tokens + reply.output_tokens, finished)
+                return reply
+            breaker.record_failure(finished)
+            self._set_breaker_gauge(model, breaker, finished)
+            retries += 1
+            if failure.reason not in RETRIABLE or retries >= self._settings.max_attempts:
+                raise failure
+            await self._sleep(self._backoff.delay(retries - 1))
+
+    def _set_breaker_gauge(self, model: str, breaker: CircuitBreaker, now: float) -> None:
+        closed = breaker.state(now) is BreakerState.CLOSED
+        self._metrics.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
+
+    def _count_usage(self, model: str, reply: BackendReply) -> None:
+        tokens = self._metrics.judge_tokens
+        tokens.labels(judge_model=model, kind="input").inc(reply.input_tokens)
+        tokens.labels(judge_model=model, kind="output").inc(reply.output_tokens)
+        price = self._settings.prices.get(model)
+        if price is not None:
+            cost = (
+                reply.input_tokens * price.input_per_mtok
+                + reply.output_tokens * price.output_per_mtok
+            ) / 1_000_000
+            self._metrics.judge_cost.labels(judge_model=model).inc(cost)
+
+
+def _estimate_tokens(request: JudgeRequest, max_output_tokens: int) -> int:
+    # About four characters per token for the prompt; the answer is a short JSON
+    # object per criterion. ``settle`` corrects the estimate with real usage.
+    prompt = (len(request.system_instruction) + len(request.user_text)) // 4
+    return prompt + min(max_output_tokens, 80 * len(request.criteria))
+
+
+# --- self-preference ----------------------------------------------------------
+
+# Model name prefixes by vendor lineage. A judge grading its own lineage tends to
+# prefer it, so this errs towards "same" (Gemma is distilled from Gemini).
+_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("google", re.compile(r"^(?:gemini|gemma|palm|bison|learnlm)")),
+    ("openai", re.compile(r"^(?:gpt|chatgpt|o\d|davinci|babbage|text-davinci)")),
+    ("anthropic", re.compile(r"^claude")),
+    ("meta", re.compile(r"^(?:llama|meta-llama|codellama)")),
+    ("mistral", re.compile(r"^(?:mistral|mixtral|codestral|ministral|magistral|pixtral|devstral)")),
+    ("qwen", re.compile(r"^(?:qwen|qwq)")),
+    ("deepseek", re.compile(r"^deepseek")),
+    ("cohere", re.compile(r"^(?:command|aya)")),
+    ("xai", re.compile(r"^grok")),
+    ("microsoft", re.compile(r"^phi")),
+)
+_PROVIDER_PATH = re.compile(r"^.*/")
+
+
+def model_family(model: str) -> str:
+    """Vendor family of a model name, e.g. ``gemini-2.5-flash`` -> ``google``.
+
+    Provider paths (``models/``, ``publishers/google/models/``, ``openai/``)
+    are ignored. An unknown name is its own family, keyed by its first word.
+    """
+    name = _PROVIDER_PATH.sub("", model.strip().lower())
+    for family, pattern in _FAMILIES:
+        if pattern.match(name):
+            return family
+    first = re.split(r"[-_:.\s]", name, maxsplit=1)[0]
+    return first or name
+
+
+def same_family(judge_model: str, agent_model: str) -> bool:
+    """True when the judge and the agent's model come from the same lineage."""
+    if not judge_model.strip() or not agent_model.strip():
+        return False
+    return model_family(judge_model) == model_family(agent_model)

@@ -1,0 +1,58 @@
+"""Which offsets may be committed (at-least-once, nothing lost).
+
+For each partition the committable offset is the lowest offset still needed by
+an undecided trace, either still assembling or in flight (judging, emitting),
+or else the next offset after the last consumed record. A trace stops holding
+only once its verdicts are emitted and acknowledged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+
+class OffsetTracker:
+    def __init__(self) -> None:
+        self._next: dict[int, int] = {}
+        self._holds: dict[int, dict[int, int]] = {}
+        self._tokens = itertools.count()
+
+    def consumed(self, partition: int, offset: int) -> None:
+        if offset + 1 > self._next.get(partition, -1):
+            self._next[partition] = offset + 1
+
+    def hold(self, first_offsets: Mapping[int, int]) -> int:
+        """Hold the given lowest offsets per partition until ``release(token)``."""
+        token = next(self._tokens)
+        for partition, offset in first_offsets.items():
+            self._holds.setdefault(partition, {})[token] = offset
+        return token
+
+    def release(self, token: int) -> None:
+        for holds in self._holds.values():
+            holds.pop(token, None)
+
+    def drop_partitions(self, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            self._holds.pop(partition, None)
+            self._next.pop(partition, None)
+
+    def next_offsets(self) -> dict[int, int]:
+        return dict(self._next)
+
+    def in_flight(self) -> int:
+        return len({t for holds in self._holds.values() for t in holds})
+
+    def committable(self, assembling: Mapping[int, int]) -> dict[int, int]:
+        """Offsets to commit per partition, given the assembler's ``held_offsets()``."""
+        result: dict[int, int] = {}
+        for partition, next_offset in self._next.items():
+            candidates = [next_offset]
+            if partition in assembling:
+                candidates.append(assembling[partition])
+            holds = self._holds.get(partition)
+            if holds:
+                candidates.append(min(holds.values()))
+            result[partition] = min(candidates)
+        return result

@@ -1,0 +1,34 @@
+"""Write OTLP/JSON: the protobuf JSON mapping with hex ids, as the Collector's file exporter does."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+_ID_FIELDS = {"traceId", "spanId", "parentSpanId"}
+
+
+def request_to_dict(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    document: dict[str, Any] = MessageToDict(request)
+    _hex_ids(document)
+    return document
+
+
+def request_to_json_line(request: ExportTraceServiceRequest) -> str:
+    return json.dumps(request_to_dict(request), separators=(",", ":"), ensure_ascii=False)
+
+
+def _hex_ids(node: object) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_FIELDS and isinstance(value, str):
+                node[key] = base64.b64decode(value).hex()
+            else:
+                _hex_ids(value)
+    elif isinstance(node, list):
+        for item in node:
+            _hex_ids(item)

@@ -1,0 +1,127 @@
+"""Service configuration: a YAML file plus ``SIDECAR_`` environment variables.
+
+Environment wins over the file; nested fields use ``__``
+(``SIDECAR_KAFKA__BOOTSTRAP_SERVERS=broker:9092``). Any problem is raised as one
+:class:`~sidecar.errors.ConfigError` naming every bad field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from sidecar.errors import ConfigError
+from sidecar.judge.config import JudgeSettings
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = "localhost:9092"
+    topic: str = "otlp_spans"
+    group_id: str = "sidecar"
+    client_id: str = "sidecar"
+    encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"
+    dead_letter_topic: str = "otlp_spans.dlq"
+    verdict_topic: str = "eval_verdicts"  # empty string disables verdict records
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    max_poll_records: Annotated[int, Field(ge=1)] = 500
+    fetch_timeout_ms: Annotated[int, Field(ge=10)] = 200
+    commit_interval_s: Annotated[float, Field(gt=0)] = 2.0
+    session_timeout_ms: Annotated[int, Field(ge=1000)] = 10_000
+    heartbeat_interval_ms: Annotated[int, Field(ge=100)] = 3_000
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+
+
+class AssemblerSettings(_Section):
+    decision_wait_s: Annotated[float, Field(ge=0)] = 5.0
+    max_trace_age_s: Annotated[float, Field(gt=0)] = 120.0
+    max_open_traces: Annotated[int, Field(ge=1)] = 50_000
+    max_spans_per_trace: Annotated[int, Field(ge=1)] = 2_000
+    decided_memory: Annotated[int, Field(ge=1)] = 200_000
+
+
+class MetricsSettings(_Section):
+    host: str = "0.0.0.0"
+    port: Annotated[int, Field(ge=0, le=65535)] = 9464
+    max_agents: Annotated[int, Field(ge=1)] = 50
+
+
+class SamplingSettings(_Section):
+    budget_per_minute: Annotated[int, Field(ge=0)] | None = None
+    budget_per_day: Annotated[int, Field(ge=0)] | None = None
+    warmup_traces: Annotated[int, Field(ge=0)] = 0
+
+
+class OtelSettings(_Section):
+    # Verdict spans go over OTLP with the standard OTEL_EXPORTER_OTLP_* variables.
+    enabled: bool = True
+    service_name: str = "sidecar"
+
+
+class Settings(BaseSettings):
+    """Everything ``sidecar run`` needs; every field has a production default."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SIDECAR_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        nested_model_default_partial_update=True,
+    )
+
+    rubrics_dir: Path = Path("rubrics")
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    otel: OtelSettings = Field(default_factory=OtelSettings)
+    max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
+    shutdown_timeout_s: Annotated[float, Field(gt=0)] = 20.0
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read the YAML file (if any) and the environment; raise ConfigError on any problem."""
+    data: dict[str, object] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+        data = {str(k): v for k, v in loaded.items()}
+    source = str(path) if path is not None else "environment"
+    try:
+        return Settings(**data)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(
+            f"invalid configuration ({source}; SIDECAR_* variables override the file): {problems}"
+        ) from exc

@@ -1,0 +1,143 @@
+"""Combine check results and criterion verdicts into one case outcome.
+
+The rule, in order (DESIGN 7):
+
+1. any gating check or gating criterion FAIL   -> unacceptable
+2. else any gating check or criterion ERROR    -> errored
+3. else                                        -> acceptable
+
+Non-gating (advisory) results are reported but never change the outcome.
+SKIPPED criteria (not judged) do not count. Checks and criteria stay in
+separate columns; nothing is averaged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar import __version__
+from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
+
+
+def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
+    material = "\x1f".join((trace_id, rubric_id, rubric_version, judge_model))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def case_outcome(checks: Sequence[CheckResult], criteria: Sequence[CriterionResult]) -> CaseOutcome:
+    gating = [c.outcome for c in checks if c.gate] + [c.outcome for c in criteria if c.gate]
+    match gating:
+        case _ if Outcome.FAIL in gating:
+            return CaseOutcome.UNACCEPTABLE
+        case _ if Outcome.ERROR in gating:
+            return CaseOutcome.ERRORED
+        case _:
+            return CaseOutcome.ACCEPTABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision for one (trace, rubric) pair, with its provenance."""
+
+    id: str
+    trace_id: str
+    root_span_id: str | None
+    rubric_id: str
+    rubric_version: str
+    judge_model: str
+    agent: str | None
+    agent_version: str | None
+    outcome: CaseOutcome
+    judged: bool
+    sample_reason: str
+    injection_suspected: bool
+    review: bool
+    checks: tuple[CheckResult, ...]
+    criteria: tuple[CriterionResult, ...]
+    truncated: bool = False
+    judge_error: str | None = None
+    raw_output: str | None = None
+    sidecar_version: str = __version__
+
+    def to_record(self) -> dict[str, Any]:
+        """The verdict record of DESIGN 7 (one JSON object per line)."""
+        record: dict[str, Any] = {
+            "id": self.id,
+            "trace_id": self.trace_id,
+            "root_span_id": self.root_span_id,
+            "rubric_id": self.rubric_id,
+            "rubric_version": self.rubric_version,
+            "judge_model": self.judge_model,
+            "agent": self.agent,
+            "agent_version": self.agent_version,
+            "outcome": self.outcome.value,
+            "judged": self.judged,
+            "sample_reason": self.sample_reason,
+            "injection_suspected": self.injection_suspected,
+            "review": self.review,
+            "checks": [
+                {"name": c.name, "outcome": c.outcome.value, "gate": c.gate, "detail": c.detail}
+                for c in self.checks
+            ],
+            "criteria": [_criterion_record(c) for c in self.criteria],
+            "truncated": self.truncated,
+            "sidecar_version": self.sidecar_version,
+        }
+        if self.judge_error is not None:
+            record["judge_error"] = self.judge_error
+        if self.raw_output is not None:
+            record["raw_output"] = self.raw_output
+        return record
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _criterion_record(c: CriterionResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": c.name, "outcome": c.outcome.value, "gate": c.gate}
+    if c.evidence is not None:
+        out["evidence"] = c.evidence
+    if c.reason is not None:
+        out["reason"] = c.reason
+    return out
+
+
+def make_verdict(
+    transcript: Transcript,
+    *,
+    rubric_id: str,
+    rubric_version: str,
+    judge_model: str,
+    checks: Sequence[CheckResult],
+    criteria: Sequence[CriterionResult],
+    judged: bool,
+    sample_reason: str,
+    injection_suspected: bool = False,
+    review: bool = False,
+    judge_error: str | None = None,
+    raw_output: str | None = None,
+) -> Verdict:
+    return Verdict(
+        id=idempotency_key(transcript.trace_id, rubric_id, rubric_version, judge_model),
+        trace_id=transcript.trace_id,
+        root_span_id=transcript.root_span_id,
+        rubric_id=rubric_id,
+        rubric_version=rubric_version,
+        judge_model=judge_model,
+        agent=transcript.agent_name,
+        agent_version=transcript.agent_version,
+        outcome=case_outcome(checks, criteria),
+        judged=judged,
+        sample_reason=sample_reason,
+        injection_suspected=injection_suspected,
+        review=review,
+        checks=tuple(checks),
+        criteria=tuple(criteria),
+        truncated=transcript.truncated,
+        judge_error=judge_error,
+        raw_output=raw_output,
+    )

@@ -1,0 +1,54 @@
+"""Build the judge and the injection screener from settings and the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from sidecar.adapters.judge_backends import make_backend
+from sidecar.adapters.metrics import Metrics
+from sidecar.judge import Judge
+from sidecar.judge.config import BackendKind, JudgeSettings
+from sidecar.judge.prompt import data_blocks
+from sidecar.judge.screen import screen
+from sidecar.judge.service import JudgeService
+from sidecar.model import Transcript
+from sidecar.rubric import Rubric
+
+
+def screen_case(rubric: Rubric, transcript: Transcript) -> bool:
+    return screen(data_blocks(rubric, transcript)).suspected
+
+
+def build_screener() -> Callable[[Rubric, Transcript], bool]:
+    return screen_case
+
+
+def judge_configured(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> bool:
+    """True when the chosen backend has what it needs to authenticate."""
+    match settings.backend:
+        case BackendKind.OPENAI:
+            # Local OpenAI-compatible servers (Ollama, vLLM) often need no key.
+            return bool(settings.openai_base_url)
+        case BackendKind.VERTEX:
+            return bool(settings.project or environ.get("GOOGLE_CLOUD_PROJECT"))
+        case BackendKind.GEMINI:
+            if environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true"):
+                return bool(settings.project or environ.get("GOOGLE_CLOUD_PROJECT"))
+            return bool(environ.get("GOOGLE_API_KEY") or environ.get("GEMINI_API_KEY"))
+
+
+def judge_credentials_hint() -> str:
+    return (
+        "no judge credentials (set GOOGLE_API_KEY or GEMINI_API_KEY for the Gemini API, "
+        "or GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT for Vertex AI)."
+    )
+
+
+def build_judge(
+    settings: JudgeSettings, metrics: Metrics | None, environ: Mapping[str, str] = os.environ
+) -> Judge | None:
+    """The judge service, or None when no credentials are configured."""
+    if not judge_configured(settings, environ):
+        return None
+    return JudgeService(make_backend(settings, environ), settings, metrics or Metrics())

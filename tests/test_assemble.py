@@ -1,0 +1,328 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from sidecar.assemble import Assembler
+from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
+
+COMPLETE, MAX_AGE = DecideReason.COMPLETE, DecideReason.MAX_AGE
+
+
+def tid(n: int) -> str:
+    return f"{n:032x}"
+
+
+def sid(n: int) -> str:
+    return f"{n:016x}"
+
+
+def sp(
+    n: int,
+    *,
+    trace: int = 1,
+    parent: int | None = None,
+    name: str = "work",
+    kind: SpanKind = SpanKind.INTERNAL,
+    start: int | None = None,
+    **attrs: Any,
+) -> Span:
+    """Span ``n`` of trace ``trace``; ``parent`` is another span's number."""
+    return Span(
+        trace_id=tid(trace),
+        span_id=sid(n),
+        parent_span_id=None if parent is None else sid(parent),
+        name=name,
+        kind=kind,
+        start_time_unix_nano=n if start is None else start,
+        end_time_unix_nano=(n if start is None else start) + 1,
+        attributes={k.replace("__", "."): v for k, v in attrs.items()},
+    )
+
+
+ROOT = sp(1, name="invoke_agent refund-agent", kind=SpanKind.SERVER)
+CHILD = sp(2, parent=1, name="chat")
+ORPHAN = sp(3, parent=99, name="execute_tool lookup_order")
+
+Steps = Sequence[tuple[float, Sequence[Span]]]
+
+
+def feed(assembler: Assembler, steps: Steps) -> list[Trace]:
+    early: list[Trace] = []
+    for now, spans in steps:
+        early += assembler.add(spans, now)
+    return early
+
+
+COMPLETION_CASES = [
+    pytest.param([(0, [ROOT])], 4.9, [], id="root-not-quiet-yet"),
+    pytest.param([(0, [ROOT])], 5.0, [COMPLETE], id="root-quiet-for-decision-wait"),
+    pytest.param([(0, [ROOT, CHILD])], 5.0, [COMPLETE], id="root-and-child"),
+    pytest.param([(0, [CHILD]), (2, [ROOT])], 6.9, [], id="root-last-restarts-wait"),
+    pytest.param([(0, [ROOT]), (3, [CHILD])], 5.0, [], id="new-span-restarts-wait"),
+    pytest.param([(0, [ROOT]), (3, [CHILD])], 8.0, [COMPLETE], id="complete-after-late-child"),
+    pytest.param([(0, [CHILD])], 5.0, [], id="no-root-keeps-waiting"),
+    pytest.param([(0, [CHILD])], 119.9, [], id="no-root-before-max-age"),
+    pytest.param([(0, [CHILD])], 120.0, [MAX_AGE], id="no-root-decided-at-max-age"),
+    pytest.param(
+        [(t, [sp(10 + int(t), parent=1)]) for t in range(0, 121, 4)] + [(0, [ROOT])],
+        120.0,
+        [MAX_AGE],
+        id="busy-trace-decided-at-max-age",
+    ),
+    pytest.param(
+        [(0, [sp(1, parent=99, name="invoke_agent refund-agent")])],
+        5.0,
+        [COMPLETE],
+        id="remote-parent-invoke-agent-name-is-root",
+    ),
+    pytest.param(
+        [
+            (
+                0,
+                [
+                    sp(
+                        1,
+                        parent=99,
+                        name="agent run",
+                        kind=SpanKind.SERVER,
+                        gen_ai__operation__name="invoke_agent",
+                    )
+                ],
+            )
+        ],
+        5.0,
+        [COMPLETE],
+        id="remote-parent-invoke-agent-operation-is-root",
+    ),
+    pytest.param(
+        [(0, [sp(1, parent=99, name="invoke_workflow checkout")])],
+        5.0,
+        [COMPLETE],
+        id="remote-parent-adk-workflow-is-root",
+    ),
+    pytest.param(
+        [(0, [sp(1, parent=99, name="invocation")])],
+        5.0,
+        [COMPLETE],
+        id="remote-parent-adk-v1-invocation-is-root",
+    ),
+    pytest.param(
+        [(0, [sp(1, parent=99, name="invoke_agent x", kind=SpanKind.CLIENT)])],
+        5.0,
+        [],
+        id="remote-parent-client-span-is-not-root",
+    ),
+    pytest.param([(0, [ORPHAN])], 5.0, [], id="remote-parent-tool-span-is-not-root"),
+    pytest.param(
+        [
+            (
+                0,
+                [
+                    sp(2, parent=1, name="invoke_agent sub"),
+                    sp(1, parent=99, name="invoke_agent top"),
+                ],
+            )
+        ],
+        5.0,
+        [COMPLETE],
+        id="nested-agent-parent-present-still-complete",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "at", "expected"), COMPLETION_CASES)
+def test_when_a_trace_is_decided(steps: Steps, at: float, expected: list[DecideReason]) -> None:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=120.0)
+    assert feed(assembler, steps) == []
+    assert [t.reason for t in assembler.due(at)] == expected
+    assert assembler.open_traces == (0 if expected else 1)
+
+
+def test_complete_trace_has_all_spans_sorted_and_flags() -> None:
+    assembler = Assembler(decision_wait=5.0)
+    assembler.add([CHILD], 0)
+    assembler.add([ROOT], 1)
+    (trace,) = assembler.due(6)
+    assert trace == Trace(
+        trace_id=tid(1),
+        spans=(ROOT, CHILD),
+        reason=COMPLETE,
+        truncated=False,
+        has_root=True,
+        first_offsets={},
+    )
+    assert assembler.stats.orphan_traces == 0
+
+
+def test_trace_without_root_is_decided_at_max_age_as_orphan() -> None:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=120.0)
+    assembler.add([ORPHAN], 10)
+    assert assembler.due(129.9) == []
+    (trace,) = assembler.due(130)
+    assert (trace.reason, trace.has_root, trace.truncated) == (MAX_AGE, False, False)
+    assert assembler.stats.orphan_traces == 1
+
+
+def test_due_decides_several_traces_in_one_tick() -> None:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=120.0)
+    assembler.add([sp(1, trace=2, parent=9)], 1)  # orphan, aged at 121
+    assembler.add([sp(1, trace=1)], 2)  # root, quiet since 7
+    assembler.add([sp(1, trace=3)], 118)  # root, quiet at 123
+    decided = {t.trace_id: t.reason for t in assembler.due(121)}
+    assert decided == {tid(1): COMPLETE, tid(2): MAX_AGE}
+    assert [t.trace_id for t in assembler.due(123)] == [tid(3)]
+
+
+def test_late_spans_after_decision_are_counted_and_ignored() -> None:
+    assembler = Assembler(decision_wait=5.0)
+    assembler.add([ROOT], 0)
+    assert len(assembler.due(5)) == 1
+    assert assembler.add([CHILD, sp(4, parent=1)], 6) == []
+    assert assembler.stats.late_spans == 2
+    assert assembler.open_traces == 0
+    assert assembler.due(1000) == []
+
+
+def test_decided_ids_are_remembered_in_a_bounded_lru() -> None:
+    assembler = Assembler(decision_wait=0.0, decided_memory=1)
+    assembler.add([sp(1, trace=1)], 0)
+    assembler.add([sp(1, trace=2)], 0)
+    assert len(assembler.due(0)) == 2
+    # Trace 1 fell out of the decided memory: its late span opens a new trace.
+    assembler.add([sp(5, trace=1, parent=1)], 1)
+    assembler.add([sp(5, trace=2, parent=1)], 1)
+    assert assembler.open_traces == 1
+    assert assembler.stats.late_spans == 1
+
+
+def test_max_open_traces_decides_the_oldest_early() -> None:
+    assembler = Assembler(max_open_traces=2)
+    assert assembler.add([sp(1, trace=1, parent=9)], 0) == []
+    assert assembler.add([sp(1, trace=2)], 1) == []
+    assert assembler.add([sp(2, trace=1, parent=9)], 2) == []  # known trace: no eviction
+    (evicted,) = assembler.add([sp(1, trace=3)], 3)
+    assert (evicted.trace_id, evicted.reason, evicted.truncated) == (
+        tid(1),
+        DecideReason.EVICTED,
+        True,
+    )
+    assert len(evicted.spans) == 2
+    assert evicted.has_root is False
+    assert assembler.stats.evicted_open_traces == 1
+    assert assembler.stats.orphan_traces == 1
+    assert assembler.open_traces == 2
+    assembler.add([sp(3, trace=1, parent=9)], 4)
+    assert assembler.stats.late_spans == 1
+
+
+def test_max_spans_per_trace_decides_at_the_bound() -> None:
+    assembler = Assembler(max_spans_per_trace=3)
+    assert assembler.add([ROOT, CHILD], 0) == []
+    (trace,) = assembler.add([sp(3, parent=1), sp(4, parent=1)], 1)
+    assert (trace.reason, trace.truncated, len(trace.spans)) == (
+        DecideReason.SPAN_LIMIT,
+        True,
+        3,
+    )
+    assert assembler.stats.span_limit_hits == 1
+    assert assembler.stats.late_spans == 1  # span 4 came after the decision
+    assert assembler.open_traces == 0
+
+
+def test_duplicate_span_ids_are_ignored_and_do_not_restart_the_wait() -> None:
+    assembler = Assembler(decision_wait=5.0)
+    assembler.add([ROOT, CHILD], 0)
+    assembler.add([ROOT, CHILD], 4)  # redelivered record
+    (trace,) = assembler.due(5)
+    assert trace.spans == (ROOT, CHILD)
+    assert assembler.stats.spans == 4
+
+
+def test_drain_decides_everything() -> None:
+    assembler = Assembler()
+    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 10))
+    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 11))
+    decided = assembler.drain(DecideReason.FLUSH)
+    assert {(t.trace_id, t.reason, t.has_root) for t in decided} == {
+        (tid(1), DecideReason.FLUSH, True),
+        (tid(2), DecideReason.FLUSH, False),
+    }
+    assert assembler.open_traces == 0
+    assert assembler.held_offsets() == {}
+
+
+def test_drain_with_require_root_keeps_rootless_traces_holding_their_offsets() -> None:
+    assembler = Assembler()
+    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 10))
+    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 11))
+    assembler.add([sp(1, trace=3, parent=9)], 0, RecordRef(1, 4))
+
+    decided = assembler.drain(DecideReason.SHUTDOWN, require_root=True)
+
+    assert [(t.trace_id, t.reason) for t in decided] == [(tid(1), DecideReason.SHUTDOWN)]
+    # The rootless traces were not decided: their records must not be committed.
+    assert assembler.held_offsets() == {0: 11, 1: 4}
+    assert assembler.stats.orphan_traces == 0
+
+
+HELD_CASES = [
+    pytest.param([], {}, id="nothing-open"),
+    pytest.param([(1, 0, 5)], {0: 5}, id="one-trace"),
+    pytest.param([(1, 0, 5), (1, 0, 9)], {0: 5}, id="later-record-same-trace"),
+    pytest.param([(1, 0, 9), (1, 0, 5)], {0: 5}, id="lower-offset-arrives-second"),
+    pytest.param([(1, 0, 7), (2, 0, 3), (3, 0, 8)], {0: 3}, id="lowest-across-traces"),
+    pytest.param([(1, 0, 7), (1, 1, 2), (2, 1, 1)], {0: 7, 1: 1}, id="per-partition"),
+]
+
+
+@pytest.mark.parametrize(("adds", "expected"), HELD_CASES)
+def test_held_offsets_is_lowest_offset_per_partition(
+    adds: list[tuple[int, int, int]], expected: dict[int, int]
+) -> None:
+    assembler = Assembler()
+    for n, (trace, partition, offset) in enumerate(adds):
+        assembler.add([sp(n + 1, trace=trace, parent=99)], 0, RecordRef(partition, offset))
+    assert assembler.held_offsets() == expected
+
+
+def test_decided_traces_release_their_offsets_and_carry_them() -> None:
+    assembler = Assembler(decision_wait=5.0)
+    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 3))
+    assembler.add([sp(2, trace=1, parent=1)], 0, RecordRef(1, 8))
+    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 4))
+    (trace,) = assembler.due(5)
+    assert trace.first_offsets == {0: 3, 1: 8}
+    assert assembler.held_offsets() == {0: 4}
+
+
+def test_drop_partitions_forgets_traces_fed_by_them() -> None:
+    assembler = Assembler()
+    assembler.add([sp(1, trace=1, parent=9)], 0, RecordRef(0, 1))
+    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(1, 1))
+    assembler.add([sp(1, trace=3, parent=9)], 0, RecordRef(2, 1))
+
+    dropped = assembler.drop_partitions([1, 2])
+
+    assert sorted(dropped) == [tid(2), tid(3)]
+    assert assembler.held_offsets() == {0: 1}
+    assert assembler.stats.dropped_revoked == 2
+    # Dropped traces were never decided: if their spans come back, they are new, not late.
+    assembler.add([sp(1, trace=2, parent=9)], 1, RecordRef(1, 1))
+    assert assembler.stats.late_spans == 0
+    assert assembler.open_traces == 2
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        pytest.param({"max_open_traces": 0}, id="max-open-traces"),
+        pytest.param({"max_spans_per_trace": 0}, id="max-spans-per-trace"),
+        pytest.param({"decided_memory": 0}, id="decided-memory"),
+    ],
+)
+def test_bounds_must_be_positive(bounds: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Assembler(**bounds)

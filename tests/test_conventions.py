@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sidecar.conventions import (
+    ADK_V1,
+    OPENINFERENCE,
+    OPENLLMETRY,
+    OTEL_GENAI,
+    Message,
+    Role,
+    ToolRequest,
+    ToolResponse,
+    parse_message,
+    parse_messages,
+    read_span,
+    unwrap_io,
+)
+from tests.spans import span
+
+ADK = "gcp.vertex.agent"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        pytest.param(
+            {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+            Message("user", "hi"),
+            id="genai-text",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "content": "Checking."},
+                    {"type": "tool_call", "id": "1", "name": "f", "arguments": {"x": 1}},
+                ],
+            },
+            Message("assistant", "Checking.", (ToolRequest("f", "1", '{"x":1}'),)),
+            id="genai-tool-call",
+        ),
+        pytest.param(
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": "1", "result": "ok"}]},
+            Message("tool", None, (), (ToolResponse("1", None, "ok"),)),
+            id="genai-tool-response",
+        ),
+        pytest.param(
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "thinking...", "thought": True},
+                    {"text": "Done"},
+                    {"function_call": {"id": "a", "name": "g", "args": {}}},
+                ],
+            },
+            Message("assistant", "Done", (ToolRequest("g", "a", "{}"),)),
+            id="gemini-model-turn",
+        ),
+        pytest.param(
+            {"role": "user", "parts": [{"functionResponse": {"name": "g", "response": {"v": 2}}}]},
+            Message("user", None, (), (ToolResponse(None, "g", '{"v":2}'),)),
+            id="gemini-camel-case-response",
+        ),
+        pytest.param(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            },
+            Message("user", "a\nb"),
+            id="openai-content-parts",
+        ),
+        pytest.param(
+            {"role": "user", "content": '{"order": "A1"}'},
+            Message("user", '{"order": "A1"}'),
+            id="json-typed-by-user-stays-text",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "h", "arguments": "{}"}}
+                ],
+            },
+            Message("assistant", None, (ToolRequest("h", "c", "{}"),)),
+            id="openai-tool-calls",
+        ),
+        pytest.param(
+            {"role": "tool", "tool_call_id": "c", "content": "42"},
+            Message("tool", None, (), (ToolResponse("c", None, "42"),)),
+            id="openai-tool-message",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm"},
+                    {"type": "tool_use", "id": "tu", "name": "k", "input": {"q": 1}},
+                ],
+            },
+            Message("assistant", None, (ToolRequest("k", "tu", '{"q":1}'),)),
+            id="anthropic-tool-use",
+        ),
+        pytest.param(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "tu", "content": "r"}],
+            },
+            Message("user", None, (), (ToolResponse("tu", None, "r"),)),
+            id="anthropic-tool-result",
+        ),
+        pytest.param(
+            {"text": "The end.", "finish_reason": "stop"},
+            Message("assistant", "The end."),
+            id="completion-text",
+        ),
+        pytest.param(
+            {"index": 0, "message": {"role": "assistant", "content": "Hi"}},
+            Message("assistant", "Hi"),
+            id="choice-wrapper",
+        ),
+        pytest.param("plain", Message("assistant", "plain"), id="bare-string"),
+        pytest.param("", None, id="empty-string"),
+    ],
+)
+def test_parse_message(raw: Any, expected: Message | None) -> None:
+    assert parse_message(raw, "assistant") == expected
+
+
+def test_parse_messages_accepts_json_text_and_structured_lists_alike() -> None:
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "q"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}]},
+    ]
+    assert parse_messages(json.dumps(messages), "user") == parse_messages(messages, "user")
+    assert parse_messages(None, "user") is None
+    assert parse_messages({"messages": messages}, "user") == parse_messages(messages, "user")
+
+
+@pytest.mark.parametrize(
+    ("value", "output", "expected"),
+    [
+        pytest.param(json.dumps({"args": ["hi"], "kwargs": {}}), False, "hi", id="traceloop-args"),
+        pytest.param(
+            json.dumps({"args": [], "kwargs": {"q": "hi"}}), False, "hi", id="traceloop-kwarg"
+        ),
+        pytest.param(
+            json.dumps({"inputs": {"question": "q?"}}), False, "q?", id="langchain-inputs"
+        ),
+        pytest.param(json.dumps({"outputs": {"output": "a."}}), True, "a.", id="langchain-outputs"),
+        pytest.param(json.dumps("quoted"), True, "quoted", id="json-string"),
+        pytest.param('{"a": 1, "b": 2}', True, '{"a": 1, "b": 2}', id="structured-as-recorded"),
+        pytest.param({"a": 1, "b": 2}, True, '{"a":1,"b":2}', id="kvlist-as-json"),
+        pytest.param(
+            json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]),
+            False,
+            "x",
+            id="messages-input",
+        ),
+        pytest.param(
+            json.dumps(
+                {"messages": [{"role": "user", "content": "x"}, {"role": "ai", "content": "y"}]}
+            ),
+            True,
+            "y",
+            id="messages-output",
+        ),
+        pytest.param("plain text", False, "plain text", id="plain"),
+        pytest.param("", False, None, id="empty"),
+        pytest.param(None, False, None, id="absent"),
+    ],
+)
+def test_unwrap_io(value: Any, output: bool, expected: str | None) -> None:
+    assert unwrap_io(value, output=output) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "convention", "role"),
+    [
+        pytest.param({"name": "call_llm", "scope": ADK}, ADK_V1, Role.LLM, id="adk-call_llm"),
+        pytest.param({"name": "invocation", "scope": ADK}, ADK_V1, Role.AGENT, id="adk-invocation"),
+        pytest.param(
+            {"name": "agent_run [a]", "scope": ADK}, ADK_V1, Role.AGENT, id="adk-agent_run"
+        ),
+        pytest.param(
+            {
+                "name": "execute_tool f",
+                "attrs": {"gen_ai.tool.name": "f", "gcp.vertex.agent.tool_call_args": "{}"},
+            },
+            ADK_V1,
+            Role.TOOL,
+            id="adk-tool-outside-scope",
+        ),
+        pytest.param(
+            {
+                "name": "invoke_agent a",
+                "scope": ADK,
+                "attrs": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"},
+            },
+            OTEL_GENAI,
+            Role.AGENT,
+            id="adk-1.15-genai-names",
+        ),
+        pytest.param({"name": "send_data", "scope": ADK}, ADK_V1, Role.OTHER, id="adk-send_data"),
+        pytest.param(
+            {"name": "x", "attrs": {"openinference.span.kind": "TOOL", "tool.name": "t"}},
+            OPENINFERENCE,
+            Role.TOOL,
+            id="openinference-tool",
+        ),
+        pytest.param(
+            {"name": "x", "attrs": {"openinference.span.kind": "RETRIEVER"}},
+            OPENINFERENCE,
+            Role.OTHER,
+            id="openinference-retriever",
+        ),
+        pytest.param(
+            {"name": "t.task", "attrs": {"traceloop.span.kind": "task"}},
+            OPENLLMETRY,
+            Role.OTHER,
+            id="openllmetry-task",
+        ),
+        pytest.param(
+            {"name": "anthropic.chat", "attrs": {"gen_ai.prompt.0.content": "hi"}},
+            OPENLLMETRY,
+            Role.LLM,
+            id="openllmetry-legacy-prompt",
+        ),
+        pytest.param({"name": "chat gpt-4o"}, OTEL_GENAI, Role.LLM, id="genai-by-span-name"),
+        pytest.param({"name": "execute_tool f"}, OTEL_GENAI, Role.TOOL, id="genai-tool-by-name"),
+        pytest.param(
+            {"name": "x", "attrs": {"gen_ai.operation.name": "embeddings"}},
+            OTEL_GENAI,
+            Role.OTHER,
+            id="genai-embeddings",
+        ),
+        pytest.param(
+            {"name": "x", "attrs": {"gen_ai.system": "openai", "gen_ai.request.model": "m"}},
+            OTEL_GENAI,
+            Role.LLM,
+            id="genai-old-client-span",
+        ),
+    ],
+)
+def test_read_span_convention_and_role(kwargs: dict[str, Any], convention: str, role: Role) -> None:
+    reading = read_span(span(**kwargs))
+    assert reading is not None
+    assert (reading.convention, reading.role) == (convention, role)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param({"name": "GET /orders", "attrs": {"http.route": "/orders"}}, id="http"),
+        pytest.param({"name": "SELECT orders", "attrs": {"db.system": "postgresql"}}, id="db"),
+        pytest.param({"name": "invocation"}, id="invocation-outside-adk-scope"),
+    ],
+)
+def test_read_span_ignores_unrelated_spans(kwargs: dict[str, Any]) -> None:
+    assert read_span(span(**kwargs)) is None
+
+
+def test_tool_parameters_schema_is_not_taken_for_arguments() -> None:
+    reading = read_span(
+        span(
+            "t",
+            attrs={
+                "openinference.span.kind": "TOOL",
+                "tool.name": "t",
+                "tool.parameters": '{"type": "object"}',
+            },
+        )
+    )
+    assert reading is not None
+    assert reading.tool is not None
+    assert reading.tool.arguments is None
