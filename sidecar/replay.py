@@ -59,21 +59,29 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
     return parts or None
 
 
+def _json_document(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _json_lines(data: bytes) -> bool:
+    """True when some line is a JSON object, so bad lines around it are bad records."""
+    for line in data.splitlines():
+        if line.lstrip()[:1] != b"{":
+            continue
+        try:
+            if isinstance(json.loads(line), dict):
+                return True
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+    return False
+
+
 def read_payloads(path: Path) -> Iterator[tuple[str, bytes]]:
     """Yield (where, payload) for every request in a file."""
     data = path.read_bytes()
-    if data.lstrip()[:1] == b"{":
-        lines = [line for line in data.splitlines() if line.strip()]
-        try:
-            json.loads(lines[0])
-        except json.JSONDecodeError:
-            # Not JSON lines: one (pretty-printed) document.
-            yield f"{path}", data
-            return
-        for number, line in enumerate(data.splitlines(), start=1):
-            if line.strip():
-                yield f"{path}:{number}", line
-        return
     parts = _length_prefixed(data)
     if parts is not None:
         try:
@@ -81,11 +89,19 @@ def read_payloads(path: Path) -> Iterator[tuple[str, bytes]]:
                 decode(part, "otlp_proto")
         except DecodeError:
             parts = None
-    if parts is None:
-        yield f"{path}", data
+    if parts is not None:
+        for index, part in enumerate(parts, start=1):
+            yield f"{path}#{index}", part
         return
-    for index, part in enumerate(parts, start=1):
-        yield f"{path}#{index}", part
+    # Checked before JSON lines: a pretty-printed document's lines are not JSON
+    # objects, and a one-line file is the same either way.
+    if not _json_document(data) and _json_lines(data):
+        # A corrupt line (even the first) is one bad record, not a lost file.
+        for number, line in enumerate(data.splitlines(), start=1):
+            if line.strip():
+                yield f"{path}:{number}", line
+        return
+    yield f"{path}", data
 
 
 def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,13 @@ from tests.agents.adk_agent import (
     run_adk_agent,
     split_requests,
 )
-from tests.agents.genai_spans import make_cases, make_genai_trace, make_traces, recorder
+from tests.agents.genai_spans import (
+    ToolCallSpec,
+    make_cases,
+    make_genai_trace,
+    make_traces,
+    recorder,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sidecar" / "demo_data"
@@ -163,7 +170,7 @@ def test_adk_transcript_marks_web_fetch_untrusted() -> None:
 
 # --- GenAI-convention spans ------------------------------------------------------------------
 
-CALLS = [
+CALLS: list[ToolCallSpec] = [
     ("lookup_order", {"order_id": "A7"}, '{"order_id": "A7", "amount": 12.5}'),
     ("issue_refund", {"order_id": "A7", "amount": 12.5}, '{"status": "issued"}'),
 ]
@@ -296,8 +303,13 @@ def test_demo_data_is_up_to_date() -> None:
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None
     script = importlib.util.module_from_spec(spec)
-    loader.exec_module(script)
-    traces, expected = script.build()
+    # dataclasses looks the module up in sys.modules while the class is built.
+    sys.modules[loader.name] = script
+    try:
+        loader.exec_module(script)
+        traces, expected = script.build()
+    finally:
+        del sys.modules[loader.name]
     assert (DEMO / "traces.jsonl").read_text(encoding="utf-8") == traces, (
         "stale: run scripts/make-demo-data"
     )
@@ -307,3 +319,16 @@ def test_demo_data_is_up_to_date() -> None:
 def test_adk_scenarios_are_distinct_traces() -> None:
     ids = {_hex(run_adk_agent(s)[0])[0] for s in adk_agent.SCENARIOS}
     assert len(ids) == len(adk_agent.SCENARIOS)
+
+
+def test_make_cases_fail_the_bundled_rubrics_as_labelled() -> None:
+    rubrics = load_rubrics(DEMO / "rubrics")
+    cases = make_cases(80, seed=11)
+    assert len({c.kind for c in cases}) >= 5
+    for case in cases:
+        spans = decode(encode_request(case.spans))
+        (rubric,) = route(rubrics, spans[0].resource, {})
+        results = run_checks(rubric, build_transcript(_trace(spans), rubric.untrusted_tools))
+        assert not [r for r in results if r.outcome is Outcome.ERROR], case.kind
+        failing = {r.name for r in results if r.outcome is Outcome.FAIL}
+        assert failing == case.expected_failures, case.kind

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from rich.console import Console
 from sklearn.metrics import cohen_kappa_score
 
 from sidecar import cli
@@ -32,6 +34,7 @@ from sidecar.calibrate.calibrate import (
 from sidecar.calibrate.calibrate import ResultRow as R
 from sidecar.calibrate.report import calibration_markdown, confusion_png, image_name
 from sidecar.calibrate.rubric_write import update_rubric_text, write_back
+from sidecar.commands.calibrate import read_lines
 from sidecar.errors import RubricError
 from sidecar.model import Outcome
 from sidecar.rubric import parse_rubric
@@ -714,3 +717,22 @@ def test_command_usage_errors(
     code = cli.main(["calibrate", "--labels", str(labels), "--verdicts", str(verdicts), *extra])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("terminal", "progress_bytes", "shown"),
+    [
+        pytest.param(True, 0, True, id="large-file-on-terminal"),
+        pytest.param(True, 10**9, False, id="small-file"),
+        pytest.param(False, 0, False, id="not-a-terminal"),
+    ],
+)
+def test_read_lines_progress_bar(
+    tmp_path: Path, terminal: bool, progress_bytes: int, shown: bool
+) -> None:
+    path = tmp_path / "labels.jsonl"
+    path.write_text("a\nb\n", encoding="utf-8")
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=terminal, width=80)
+    assert read_lines(path, console, progress_bytes) == ["a\n", "b\n"]
+    assert ("reading labels.jsonl" in screen.getvalue()) is shown

@@ -371,6 +371,7 @@ def test_builder_manifest_has_the_components_the_configs_use() -> None:
     ):
         assert f"/{module} " in modules
     types = {"otlp": "otlpreceiver", "kafka": "kafkaexporter", "batch": "batchprocessor"}
+    types |= {"otlp_grpc": "otlpexporter", "otlp_http": "otlphttpexporter"}
     types |= {"memory_limiter": "memorylimiterprocessor"}
     for name in ("agents.yaml", "verdicts.yaml"):
         config = collector(name)

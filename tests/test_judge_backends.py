@@ -20,7 +20,7 @@ from sidecar.adapters.judge_backends import (
     strict_schema,
 )
 from sidecar.errors import JudgeUnavailable
-from sidecar.judge.config import JudgeSettings
+from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.service import BackendReply
 from tests.gemini_server import (
@@ -204,6 +204,7 @@ async def test_gemini_connection_refused_is_transport() -> None:
     assert caught.value.reason == "transport"
 
 
+@pytest.mark.slow
 def test_gemini_backend_honours_google_genai_environment(judge_server: JudgeServer) -> None:
     """GOOGLE_GEMINI_BASE_URL and GOOGLE_API_KEY reach the client with no setting at all."""
     judge_server.script(gemini_json(GOOD_VERDICTS))
@@ -370,7 +371,9 @@ def test_status_reason(code: int, reason: str) -> None:
 
 async def test_make_backend_openai_reads_the_named_key(judge_server: JudgeServer) -> None:
     settings = JudgeSettings(
-        backend="openai", openai_base_url=judge_server.openai_base_url, openai_api_key_env="MY_KEY"
+        backend=BackendKind.OPENAI,
+        openai_base_url=judge_server.openai_base_url,
+        openai_api_key_env="MY_KEY",
     )
     backend = make_backend(settings, environ={"MY_KEY": "sk-env"})
     judge_server.script(openai_json(GOOD_VERDICTS))

@@ -143,6 +143,26 @@ def test_breaker_forgets_a_probe_that_never_reported() -> None:
     assert breaker.allow(20.0)
 
 
+def test_breaker_wait_and_state_agree_under_float_rounding() -> None:
+    breaker = CircuitBreaker(failure_threshold=1, reset_timeout_s=30.0)
+    opened = 1000.015
+    breaker.record_failure(opened)
+    later = opened + breaker.retry_after(opened)  # 1030.0149999999999
+    assert breaker.retry_after(later) == 0.0
+    assert breaker.state(later) is BreakerState.HALF_OPEN
+    assert breaker.allow(later)
+
+
+def test_bucket_waiting_the_announced_time_always_suffices() -> None:
+    bucket = TokenBucket(capacity=7, rate_per_s=0.1, now=0.3)
+    now = 0.3
+    for _ in range(20):
+        wait = bucket.reserve(3, now)
+        if wait:
+            now += wait
+            assert bucket.reserve(3, now) == 0.0
+
+
 @pytest.mark.parametrize(
     ("threshold", "reset"),
     [pytest.param(0, 1.0, id="threshold-0"), pytest.param(1, 0.0, id="reset-0")],

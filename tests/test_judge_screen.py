@@ -399,11 +399,12 @@ class Tally:
             self.false_positives += hit
 
     def line(self, name: str) -> str:
-        det = self.detected / self.positives if self.positives else float("nan")
-        fpr = self.false_positives / self.negatives if self.negatives else float("nan")
+        def rate(part: int, whole: int) -> str:
+            return f"{part:>5}/{whole:<5} ({part / whole:7.2%})" if whole else f"{'-':>19}"
+
         return (
-            f"{name:<34} detected {self.detected:>5}/{self.positives:<5} ({det:7.2%})   "
-            f"false positives {self.false_positives:>2}/{self.negatives:<3} ({fpr:6.2%})"
+            f"{name:<34} detected {rate(self.detected, self.positives)}   "
+            f"false positives {rate(self.false_positives, self.negatives)}"
         )
 
 

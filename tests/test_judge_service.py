@@ -479,6 +479,21 @@ class GatedBackend:
         return None
 
 
+class DownBackend:
+    """Every call fails with a server error."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply:
+        self.calls += 1
+        await asyncio.sleep(0)
+        raise JudgeUnavailable("http_5xx", "HTTP 503")
+
+    async def aclose(self) -> None:
+        return None
+
+
 def _service(backend: Backend, clock: FakeClock, **overrides: Any) -> JudgeService:
     settings = JudgeSettings.model_validate(TEST_SETTINGS | {"cache_max_entries": 0} | overrides)
     return JudgeService(backend, settings, Metrics(), clock=clock, sleep=clock.sleep)
@@ -496,6 +511,15 @@ async def test_concurrency_is_bounded() -> None:
     results = await asyncio.gather(*tasks)
     assert all(outcomes(r) == ALL_PASS for r in results)
     assert backend.most_in_flight == 2
+
+
+async def test_calls_queued_behind_an_outage_fail_fast() -> None:
+    backend = DownBackend()
+    service = _service(backend, FakeClock(), concurrency=1, max_attempts=1, breaker_failures=1)
+    cases = [make_transcript(trace_id=f"{i:032x}") for i in range(4)]
+    results = await asyncio.gather(*(service.judge(make_rubric(), case) for case in cases))
+    assert [r.error_reason for r in results] == ["judge_unavailable"] * 4
+    assert backend.calls == 1
 
 
 async def test_requests_per_minute_waits_on_the_clock() -> None:

@@ -105,15 +105,14 @@ class GeminiBackend:
         contents = genai_types.Content(
             role="user", parts=[genai_types.Part(text=request.user_text)]
         )
+        config = self._config(request)
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange.
             async with asyncio.timeout(self._timeout_s):
                 response = await self._client.aio.models.generate_content(
-                    model=model, contents=contents, config=self._config(request)
+                    model=model, contents=contents, config=config
                 )
-        except TimeoutError as exc:
-            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
-        except httpx.TimeoutException as exc:
+        except (TimeoutError, httpx.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx.TransportError as exc:
             raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc
@@ -121,7 +120,7 @@ class GeminiBackend:
             raise JudgeUnavailable(
                 status_reason(exc.code), f"HTTP {exc.code}: {exc.message}"
             ) from exc
-        except ValueError as exc:  # a 2xx body that is not JSON
+        except ValueError as exc:  # a 2xx body that is not JSON, or not the response shape
             raise JudgeUnavailable("bad_response", f"unreadable answer: {exc}") from exc
         return _gemini_reply(response)
 
@@ -213,9 +212,7 @@ class OpenAICompatBackend:
         try:
             async with asyncio.timeout(self._timeout_s):
                 response = await self._http.post("chat/completions", json=self.body(model, request))
-        except TimeoutError as exc:
-            raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
-        except httpx.TimeoutException as exc:
+        except (TimeoutError, httpx.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx.TransportError as exc:
             raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc

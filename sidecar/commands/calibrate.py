@@ -42,11 +42,11 @@ PROGRESS_BYTES = 4 * 1024 * 1024
 LOG_WIDTH = 160
 
 
-def read_lines(path: Path, console: Console) -> list[str]:
+def read_lines(path: Path, console: Console, progress_bytes: int = PROGRESS_BYTES) -> list[str]:
     """All lines of a UTF-8 text file; a progress bar for large files on a terminal."""
     try:
         size = path.stat().st_size
-        show = console.is_terminal and size > PROGRESS_BYTES
+        show = console.is_terminal and size > progress_bytes
         with rich.progress.open(
             path,
             "rt",

@@ -43,7 +43,8 @@ class TokenBucket:
         self._refill(now)
         # An amount above capacity could never be served; serve it from a full bucket.
         needed = min(amount, self.capacity)
-        if self._level >= needed:
+        # The epsilon absorbs float rounding, so waiting the announced time always suffices.
+        if self._level >= needed - 1e-9:
             return 0.0
         return (needed - self._level) / self.rate_per_s
 
@@ -108,13 +109,15 @@ class CircuitBreaker:
         self.failure_threshold = failure_threshold
         self.reset_timeout_s = reset_timeout_s
         self._failures = 0
-        self._opened_at: float | None = None
-        self._probe_started: float | None = None
+        # Deadlines rather than start times, so every comparison is the same
+        # float expression (``now < deadline``) and state and wait always agree.
+        self._half_open_at: float | None = None
+        self._probe_expires: float | None = None
 
     def state(self, now: float) -> BreakerState:
-        if self._opened_at is None:
+        if self._half_open_at is None:
             return BreakerState.CLOSED
-        if now - self._opened_at < self.reset_timeout_s:
+        if now < self._half_open_at:
             return BreakerState.OPEN
         return BreakerState.HALF_OPEN
 
@@ -124,12 +127,12 @@ class CircuitBreaker:
             case BreakerState.CLOSED:
                 return 0.0
             case BreakerState.OPEN:
-                assert self._opened_at is not None
-                return self._opened_at + self.reset_timeout_s - now
+                assert self._half_open_at is not None
+                return self._half_open_at - now
             case BreakerState.HALF_OPEN:
-                if self._probe_started is None:
+                if self._probe_expires is None or now >= self._probe_expires:
                     return 0.0
-                return max(0.0, self._probe_started + self.reset_timeout_s - now)
+                return self._probe_expires - now
 
     def allow(self, now: float) -> bool:
         """May a call start now? In half-open state this claims the single probe."""
@@ -139,29 +142,25 @@ class CircuitBreaker:
             case BreakerState.OPEN:
                 return False
             case BreakerState.HALF_OPEN:
-                stale = (
-                    self._probe_started is not None
-                    and now - self._probe_started >= self.reset_timeout_s
-                )
-                if self._probe_started is None or stale:
-                    self._probe_started = now
+                if self._probe_expires is None or now >= self._probe_expires:
+                    self._probe_expires = now + self.reset_timeout_s
                     return True
                 return False
 
     def record_success(self) -> None:
         self._failures = 0
-        self._opened_at = None
-        self._probe_started = None
+        self._half_open_at = None
+        self._probe_expires = None
 
     def record_failure(self, now: float) -> None:
-        self._probe_started = None
-        if self._opened_at is not None:
+        self._probe_expires = None
+        if self._half_open_at is not None:
             # A failed probe (or a late failure while open) restarts the wait.
-            self._opened_at = now
+            self._half_open_at = now + self.reset_timeout_s
             return
         self._failures += 1
         if self._failures >= self.failure_threshold:
-            self._opened_at = now
+            self._half_open_at = now + self.reset_timeout_s
 
 
 @dataclass(frozen=True, slots=True)

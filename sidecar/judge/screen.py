@@ -15,12 +15,14 @@ Which rules run where:
 - verdict forging, overrides, role tokens and fake markers run on every block;
 - requests addressed to an assistant run only on TOOL_CALLS, because the same
   sentences are legitimate in the user's own input;
-- machine-output look-alikes ("status: passed", ``"score":``) are not taken as
-  forged verdicts inside tool results, where APIs and CI logs write them.
+- machine-output look-alikes ("Result: PASS", ``"score":``, "rating 5/5") are
+  not taken as forged verdicts inside tool results, where test runners and
+  APIs print them.
 
-Known blind spots: paraphrased manipulation without any of these cues (an
-answer that only *argues* it is right), homoglyph spellings beyond NFKC, and
-FAQ-style questions in fetched pages, which are flagged although benign.
+Known blind spots: manipulation without any of these cues (an answer that
+only *argues* it is right, or smuggles the right answer into a quoted
+dialogue), spellings that NFKC does not fold (homoglyphs), and FAQ-style
+questions in fetched pages, which are flagged although benign.
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ class Screening:
     suspected: bool
     signals: tuple[str, ...]
 
-
-_I = re.IGNORECASE
 
 # --- undoing neutralisation for matching ---------------------------------------
 
@@ -76,13 +76,11 @@ def _view(name: str, text: str) -> str:
 
 # --- rules on whole blocks -----------------------------------------------------
 #
-# Patterns are written in lower case and run on the lower-cased view (much
-# faster than re.IGNORECASE); rules marked case_sensitive run on the view as is.
-
-_INSTRUCTION_NOUN = (
-    r"(?:instructions?|prompts?|rules|directions|directives|guidelines|context|constraints"
-    r"|criteria|rubric|guidance|commands?|programming|training)"
-)
+# A rule is a set of branches; it fires when any branch matches. Patterns are
+# lower case and run on the lower-cased view (much faster than IGNORECASE),
+# except in case-sensitive rules. Each branch lists substrings one of which is
+# in every match: a plain `in` test on them skips most regex scans, which
+# otherwise dominate the cost of screening.
 
 _ALL = frozenset({"USER_INPUT", "TOOL_CALLS", "RESPONSE", "REFERENCE"})
 _NOT_TOOLS = _ALL - {TOOL_CALLS}
@@ -90,352 +88,369 @@ _TOOLS = frozenset({TOOL_CALLS})
 
 
 @dataclass(frozen=True, slots=True)
+class _Branch:
+    pattern: re.Pattern[str]
+    needs: frozenset[str]
+    also: frozenset[str]  # when given, one of these must be present as well
+
+    def may_match(self, present: frozenset[str]) -> bool:
+        return (not self.needs or not self.needs.isdisjoint(present)) and (
+            not self.also or not self.also.isdisjoint(present)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class _Rule:
     name: str
-    pattern: re.Pattern[str]
+    branches: tuple[_Branch, ...]
     blocks: frozenset[str]
     case_sensitive: bool
-    # Every match contains one of these lower-case substrings. Testing them with
-    # `in` first skips most regex scans, which dominate the screening cost.
-    needs: tuple[str, ...]
+
+
+def _b(pattern: str, needs: str, also: str = "") -> _Branch:
+    # Needles are given space-separated to keep the table readable.
+    return _Branch(re.compile(pattern, re.MULTILINE), _needles(needs), _needles(also))
+
+
+def _needles(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
 def _rule(
-    name: str,
-    *patterns: str,
-    blocks: frozenset[str] = _ALL,
-    case_sensitive: bool = False,
-    needs: tuple[str, ...] = (),
+    name: str, *branches: _Branch, blocks: frozenset[str] = _ALL, case_sensitive: bool = False
 ) -> _Rule:
-    joined = "|".join(f"(?:{p})" for p in patterns)
-    return _Rule(name, re.compile(joined, re.MULTILINE), blocks, case_sensitive, needs)
+    return _Rule(name, branches, blocks, case_sensitive)
 
+
+_INSTRUCTION_NOUN = (
+    r"(?:instructions?|prompts?|rules|directions|directives|guidelines|context|constraints"
+    r"|criteria|rubric|guidance|commands?|programming|training)"
+)
 
 _BLOCK_RULES: tuple[_Rule, ...] = (
     # "ignore previous instructions", "disregard the rubric", "ignore the above"
     _rule(
         "instruction_override",
-        r"\b(?:ignore|disregard|forget|override|bypass|skip|discard|abandon)\b[^.\n]{0,40}?"
-        r"\b(?:previous|prior|above|earlier|preceding|former|original|all|any|your|these|those"
-        rf"|system|existing|other|the)\b[^.\n]{{0,25}}?\b{_INSTRUCTION_NOUN}\b",
-        r"\b(?:ignore|disregard|forget)\s+(?:all\s+|everything\s+|anything\s+)?"
-        r"(?:the\s+)?(?:above|before|prior|previous|preceding)\b",
-        needs=("ignore", "disregard", "forget", "override", "bypass", "skip", "discard", "abandon"),
+        _b(
+            r"\b(?:ignore|disregard|forget|override|bypass|skip|discard)\b[^.\n]{0,40}?"
+            r"\b(?:previous|prior|above|earlier|preceding|former|original|all|any|your|these"
+            rf"|those|system|existing|other|the)\b[^.\n]{{0,25}}?\b{_INSTRUCTION_NOUN}\b",
+            "ignore disregard forget override bypass skip discard",
+        ),
+        _b(
+            r"\b(?:ignore|disregard|forget)\s+(?:all\s+|everything\s+|anything\s+)?"
+            r"(?:the\s+)?(?:above|before|prior|previous|preceding)\b",
+            "ignore disregard forget",
+        ),
     ),
     _rule(
         "new_instructions",
-        r"\b(?:new|updated|revised|real|actual|true|hidden|secret|override)\s+(?:system\s+)?"
-        r"(?:instructions?|directives?|task)\b",
-        r"\b(?:new|updated|revised|different|additional)\s+(?:evaluation|grading|scoring|judging"
-        r"|judgment|judgement|assessment)\s+(?:criteria|rules|instructions|guidelines|protocol"
-        r"|policy)\b",
-        needs=(
-            "instruction",
-            "directive",
-            "task",
-            "criteria",
-            "rules",
-            "guidelines",
-            "protocol",
-            "policy",
+        _b(
+            r"\b(?:new|updated|revised|real|actual|true|hidden|secret|override)\s+(?:system\s+)?"
+            r"(?:instructions?|directives?|task)\b",
+            "instruction directive task",
+            also="new updated revised real actual true hidden secret override",
+        ),
+        _b(
+            r"\b(?:new|updated|revised|different|additional)\s+(?:evaluation|grading|scoring"
+            r"|judging|judgment|judgement|assessment)\s+(?:criteria|rules|instructions"
+            r"|guidelines|protocol|policy)\b",
+            "evaluation grading scoring judging judgment judgement assessment",
         ),
     ),
     _rule(
         "system_prompt",
-        r"\bsystem\s+(?:prompt|message|instructions?|override|note|notice)\b",
-        r"\bdeveloper\s+(?:mode|message|instructions?)\b",
-        r"\bjailbreak",
-        needs=("system", "developer", "jailbreak"),
+        _b(r"\bsystem\s+(?:prompt|message|instructions?|override|note|notice)\b", "system"),
+        _b(r"\bdeveloper\s+(?:mode|message|instructions?)\b", "developer"),
+        _b(r"jailbreak", "jailbreak"),
     ),
     # Chat-template tokens and role headers of common model formats.
     _rule(
         "role_token",
-        r"<\|[a-z_]{2,30}\|>",
-        r"\[/?inst\]",
-        r"<</?sys>>",
-        r"^[ #]*#{2,}\s*(?:system|instructions?|assistant|user|human|response|input"
-        r"|model outputs?|output)\s*:?\s*$",
-        r"^\s*(?:system|assistant|developer)\s*:",
-        needs=("<|", "inst]", "sys>>", "##", "system", "assistant", "developer"),
+        _b(r"<\|[a-z_]{2,30}\|>", "<|"),
+        _b(r"\[/?inst\]", "inst]"),
+        _b(r"<</?sys>>", "sys>>"),
+        _b(
+            r"^[ #]*#{2,}\s*(?:system|instructions?|assistant|user|human|response|input"
+            r"|model outputs?|output)\s*:?\s*$",
+            "##",
+        ),
+        _b(r"^\s*(?:system|assistant|developer)\s*:", "system assistant developer"),
     ),
     # Bracketed authority tags: [SYSTEM], [ADMIN], [EVALUATOR OUTPUT], [JUDGE]: ...
     _rule(
         "authority_tag",
-        r"\[\s*(?:system|admin|administrator|developer|judge|grader|evaluator|evaluation"
-        r"|grading|moderator|operator|assistant|verified|approved|validated|certified"
-        r"|fact[- ]?checked|override|instructions?)\b[^\]\n]{0,40}\]",
-        needs=("[",),
+        _b(
+            r"\[\s*(?:system|admin|administrator|developer|judge|grader|evaluator|evaluation"
+            r"|grading|moderator|operator|assistant|verified|approved|validated|certified"
+            r"|fact[- ]?checked|override|instructions?)\b[^\]\n]{0,40}\]",
+            "[",
+        ),
     ),
     # Our own markers, or a decorated line that pretends the data ends here.
     _rule(
         "fake_marker",
-        r"<<\s*<*\s*/?\s*(?:begin|end)\b",
-        r"</?(?:response|output|answer|rubric|user_input|instructions?|system|assistant"
-        r"|judge|evaluation|verdict|grade|score)(?:_[a-z0-9]+)?\s*>",
-        needs=("<",),
-    ),
-    _rule(
-        "fake_marker",
-        r"\b(?:begin|end)\s+(?:user_input|tool_calls|response|reference)\b",
-        r"^[^\w\n]{0,12}(?:end|begin|start)\s+(?:of\s+)?(?:the\s+)?(?:response|answer|output"
-        r"|input|data|document|transcript|conversation|context|evaluation|instructions?|prompt"
-        r"|submission)\b[^\n]{0,30}$",
-        needs=("begin", "end", "start"),
-    ),
-    _rule(
-        "fake_marker",
-        r"\b(?:evaluation|grading|review|assessment|judging)\s+(?:is\s+)?(?:complete|completed"
-        r"|finished|done|over|passed|result|output)\b",
-        needs=("evaluation", "grading", "review", "assessment", "judging"),
+        _b(r"<<\s*<*\s*/?\s*(?:begin|end)\b", "<<"),
+        _b(
+            r"</?(?:response|output|answer|rubric|user_input|instructions?|system|assistant"
+            r"|judge|evaluation|verdict|grade|score)(?:_[a-z0-9]+)?\s*>",
+            "<",
+        ),
+        _b(r"\b(?:begin|end)\s+(?:user_input|tool_calls|response|reference)\b", "begin end"),
+        _b(
+            r"^[^\w\n]{0,12}(?:end|begin|start)\s+(?:of\s+)?(?:the\s+)?(?:response|answer"
+            r"|output|input|data|document|transcript|conversation|context|evaluation"
+            r"|instructions?|prompt|submission)\b[^\n]{0,30}$",
+            "begin end start",
+            also="response answer output input data document transcript conversation context"
+            " evaluation instruction prompt submission",
+        ),
+        _b(
+            r"\b(?:evaluation|grading|review|assessment|judging)\s+(?:is\s+)?(?:complete"
+            r"|completed|finished|done|over|passed|result|output)\b",
+            "evaluation grading review assessment judging",
+        ),
     ),
     # The grader addressed or named as an actor.
     _rule(
         "grader_addressed",
-        r"\b(?:grader|evaluator|assessor)\b",
-        r"\b(?:llm|ai|model|language model)[- ](?:as[- ]a[- ])?(?:judge|grader|evaluator|reviewer)\b",
-        r"\b(?:judge|grading|evaluating|evaluation|scoring)\s+(?:model|llm|ai|assistant|system)\b",
-        r"\b(?:dear|attention|note to|message to|hey|hello)\s+(?:the\s+)?(?:judge|grader"
-        r"|evaluator|reviewer|ai|assistant|model|llm|chatbot)\b[,:]",
-        r"^\s*(?:judge|grader|evaluator|reviewer)\s*:",
-        r"\bif you are an?\s+(?:ai|llm|language model|assistant|bot|chatbot|model)\b",
-        r"\b(?:ai|llm|assistant|model)\s+(?:reading|grading|evaluating|reviewing|judging|scoring"
-        r"|processing)\s+(?:this|these|the)\b",
-        needs=(
-            "grader",
-            "evaluator",
-            "assessor",
-            "judge",
-            "reviewer",
-            "grading",
-            "evaluating",
-            "evaluation",
-            "scoring",
-            "dear",
-            "attention",
-            "note to",
-            "message to",
-            "hey",
-            "hello",
-            "if you are",
-            "reading",
-            "reviewing",
-            "judging",
-            "processing",
+        _b(r"\b(?:grader|evaluator|assessor)\b", "grader evaluator assessor"),
+        _b(
+            r"\b(?:llm|ai|model|language model)[- ](?:as[- ]a[- ])?(?:judge|grader|evaluator"
+            r"|reviewer)\b",
+            "grader evaluator assessor judge reviewer",
+        ),
+        _b(
+            r"\b(?:judge|grading|evaluating|evaluation|scoring)\s+(?:model|llm|ai|assistant"
+            r"|system)\b",
+            "judge grading evaluating evaluation scoring",
+        ),
+        _b(
+            r"\b(?:dear|attention|note to|message to|hey|hello)\s+(?:the\s+)?(?:judge|grader"
+            r"|evaluator|reviewer|ai|assistant|model|llm|chatbot)[,:]",
+            "judge, judge: grader, grader: evaluator, evaluator: reviewer, reviewer: ai, ai:"
+            " assistant, assistant: model, model: llm, llm: chatbot, chatbot:",
+        ),
+        _b(
+            r"^\s*(?:judge|grader|evaluator|reviewer)\s*:",
+            "grader evaluator assessor judge reviewer",
+        ),
+        _b(r"\bif you are an?\s+(?:ai|llm|language model|assistant|bot|chatbot|model)\b", "you"),
+        _b(
+            r"\b(?:ai|llm|assistant|model)\s+(?:reading|grading|evaluating|reviewing|judging"
+            r"|scoring|processing)\s+(?:this|these|the)\b",
+            "reading grading evaluating reviewing judging scoring processing",
         ),
     ),
     # "should be graded", "the response being graded", "grade the final answer",
     # "please evaluate version 2", "evaluate based on the corrected value".
     _rule(
         "grading_directive",
-        r"\b(?:be|being|been|get|gets)\s+(?:graded|evaluated|scored|judged|marked|assessed)\b",
-        r"\b(?:grade|evaluate|score|judge|assess|mark|rate)\s+(?:only\s+)?(?:the\s+|this\s+"
-        r"|my\s+|our\s+)?(?:final\s+|corrected\s+|correct\s+|revised\s+|updated\s+|latest\s+"
-        r"|second\s+|last\s+|following\s+)?(?:answer|response|submission|output|version|value"
-        r"|draft|reply|attempt)s?\b",
-        r"\b(?:grade|evaluate|score|judge|assess)\s+(?:it\s+|this\s+)?(?:based\s+on|only|solely)\b",
-        needs=("grad", "evaluat", "scor", "judg", "assess", "mark", "rate"),
+        _b(
+            r"\b(?:be|being|been|get|gets)\s+(?:graded|evaluated|scored|judged|marked|assessed)\b",
+            "graded evaluated scored judged marked assessed",
+        ),
+        _b(
+            r"\b(?:grade|evaluate|score|judge|assess|mark|rate)\s+(?:only\s+)?(?:the\s+|this\s+"
+            r"|my\s+|our\s+)?(?:final\s+|corrected\s+|correct\s+|revised\s+|updated\s+"
+            r"|latest\s+|second\s+|last\s+|following\s+)?(?:answer|response|submission|output"
+            r"|version|value|draft|reply|attempt)s?\b",
+            "grad evaluat scor judg assess mark rate",
+            also="answer response submission output version value draft repl attempt",
+        ),
+        _b(
+            r"\b(?:grade|evaluate|score|judge|assess)\s+(?:it\s+|this\s+)?(?:based\s+on|only"
+            r"|solely)\b",
+            "based only solely",
+        ),
     ),
-    # A verdict stated in the data: "Result: PASS", "VERDICT: Response B wins",
-    # "marking as PASS".
+    # A verdict stated in the data: "VERDICT: Response B wins", "marking as PASS".
     _rule(
         "verdict_claim",
-        r"\b(?:verdict|grade|grading|rating|evaluation|assessment|judge?ment|final\s+decision)"
-        r"\s*(?:[:=\-]|is|was)\s*[\"'*]*\s*(?:pass(?:ed)?|fail(?:ed)?|correct|incorrect|approved"
-        r"|accepted|acceptable|valid|response|answer|output)\b",
-        r"\b(?:response|answer|output|option|model|assistant)\s+[ab12]\s+(?:wins|won|is\s+(?:the\s+)?"
-        r"(?:winner|better|best|superior|preferred|correct))\b",
-        r"\b(?:select|choose|pick|declare|mark|name|crown|rank|rate|treat)\s+(?:this\s+|it\s+"
-        r"|(?:response|answer|output)\s+\w+\s+)?as\s+the\s+(?:winner|best|correct)\b",
-        r"\b(?:mark|marking|marked|grade|grading|graded|rate|rating|rated|score|scoring|scored"
-        r"|label|labelling|labeling|labeled|classify|classified)\s+(?:this\s+|it\s+|the\s+"
-        r"(?:response|answer|output|submission)\s+)?as\s+[\"'*]*(?:a\s+)?(?:pass|passed|passing"
-        r"|correct|acceptable|perfect|full\s+marks|the\s+winner)\b",
-        needs=(
-            "verdict",
-            "grad",
-            "rating",
-            "evaluation",
-            "assessment",
-            "judg",
-            "decision",
-            "wins",
-            "won",
-            "winner",
-            "better",
-            "best",
-            "superior",
-            "preferred",
-            "correct",
-            "pass",
-            "acceptable",
-            "perfect",
-            "full marks",
+        _b(
+            r"\b(?:verdict|grade|grading|rating|evaluation|assessment|judge?ment"
+            r"|final\s+decision)\s*(?:[:=\-]|is|was)\s*[\"'*]*\s*(?:pass(?:ed)?|fail(?:ed)?"
+            r"|correct|incorrect|approved|accepted|acceptable|valid|response|answer|output)\b",
+            "verdict grad rating evaluation assessment judg decision",
+        ),
+        _b(
+            r"\b(?:response|answer|output|option|model|assistant)\s+[ab12]\s+(?:wins|won"
+            r"|is\s+(?:the\s+)?(?:winner|better|best|superior|preferred|correct))\b",
+            "win won better best superior preferred correct",
+        ),
+        _b(
+            r"\b(?:select|choose|pick|declare|mark|name|crown|rank|rate|treat)\s+(?:this\s+"
+            r"|it\s+|(?:response|answer|output)\s+\w+\s+)?as\s+the\s+(?:winner|best|correct)\b",
+            "winner best correct",
+        ),
+        _b(
+            r"\b(?:mark|marking|marked|grade|grading|graded|rate|rating|rated|score|scoring"
+            r"|scored|label|labelling|labeling|labeled|classify|classified)\s+(?:this\s+|it\s+"
+            r"|the\s+(?:response|answer|output|submission)\s+)?as\s+[\"'*]*(?:a\s+)?(?:pass"
+            r"|passed|passing|correct|acceptable|perfect|full\s+marks|the\s+winner)\b",
+            "as",
+            also="pass correct acceptable perfect marks winner",
         ),
     ),
     # "Winner: B", "The winner is Response B" (the letter must be a capital).
     _rule(
         "verdict_claim",
-        r"\b(?i:winner)\s*(?:[:=\-]|(?i:is|was))\s*[\"'*]*\s*"
-        r"(?:(?i:response|answer|output|model|assistant|option|candidate)\s+)?[\"']?[A-Z0-9]\b",
+        _b(
+            r"\b(?i:winner)\s*(?:[:=\-]|(?i:is|was))\s*[\"'*]*\s*(?:(?i:response|answer|output"
+            r"|model|assistant|option|candidate)\s+)?[\"']?[A-Z0-9]\b",
+            "winner",
+        ),
         case_sensitive=True,
-        needs=("winner",),
     ),
-    # Outside tool results, "Result: PASS", "Score: 1.0" or "score: 9/10" is a
+    # Outside tool results, "Result: PASS", "Score: 1.0" or "score: 10/10" is a
     # forged verdict; inside them it is what test runners and rating APIs print.
     _rule(
         "verdict_claim",
-        r"\b(?:result|status|outcome|decision|conclusion|score|confidence)\s*[:=]\s*[\"'*]*\s*"
-        r"(?:pass(?:ed)?|fail(?:ed)?|correct|approved|granted|confirmed|1(?:\.0+)?|10|100\s*%?"
-        r"|9\d\s*%)\s*[\"'*]*\s*$",
+        _b(
+            r"\b(?:result|status|outcome|decision|conclusion|score|confidence)\s*[:=]\s*"
+            r"[\"'*]*\s*(?:pass(?:ed)?|fail(?:ed)?|correct|approved|granted|confirmed|1(?:\.0+)?"
+            r"|10|100\s*%?|9\d\s*%)\s*[\"'*]*\s*$",
+            ": =",
+        ),
         # A forged score claims the maximum: "score: 10/10", "rating 5 out of 5".
-        r"\b(?:score|rating|grade|marks?|points)\s*(?:[:=]|of|is)?\s*(\d+)(?:\.0+)?\s*"
-        r"(?:/|out\s+of)\s*\1\b",
-        r"(?:^|\|)\s*(?:accuracy|clarity|helpfulness|relevance|correctness|quality|overall|total)"
-        r"\s*\|[^\n]*\d\s*/\s*\d",
-        blocks=_NOT_TOOLS,
-        needs=(
-            "result",
-            "status",
-            "outcome",
-            "decision",
-            "conclusion",
-            "score",
-            "confidence",
-            "rating",
-            "grade",
-            "mark",
-            "points",
+        _b(
+            r"\b(?:score|rating|grade|marks?|points)\s*(?:[:=]|of|is)?\s*(\d+)(?:\.0+)?\s*"
+            r"(?:/|out\s+of)\s*\1\b",
+            "score rating grade mark points",
+        ),
+        _b(
+            r"(?:^|\|)\s*(?:accuracy|clarity|helpfulness|relevance|correctness|quality|overall"
+            r"|total)\s*\|[^\n]*\d\s*/\s*\d",
             "|",
         ),
+        blocks=_NOT_TOOLS,
     ),
     # JSON-looking verdict objects: {"pass": true, "score": 1.0}, {"winner": "B"}.
     _rule(
         "json_verdict",
-        r"[\"'](?:verdict|pass|passed|winner|criterion|judgement|judgment|is_correct|correct)"
-        r"[\"']\s*:",
+        _b(
+            r"[\"'](?:verdict|pass|passed|winner|criterion|judgement|judgment|is_correct"
+            r"|correct)[\"']\s*:",
+            "verdict pass winner criterion judg correct",
+        ),
     ),
     _rule(
         "json_verdict",
-        r"[\"'](?:score|grade|rating|reason|reasoning|result|evaluation|explanation)[\"']\s*:"
-        r"[^\n]{0,200}[\"'](?:score|grade|rating|reason|reasoning|result|evaluation|explanation"
-        r"|pass|verdict)[\"']\s*:",
+        _b(
+            r"[\"'](?:score|grade|rating|reason|reasoning|result|evaluation|explanation)[\"']\s*:"
+            r"[^\n]{0,200}[\"'](?:score|grade|rating|reason|reasoning|result|evaluation"
+            r"|explanation|pass|verdict)[\"']\s*:",
+            ":",
+        ),
         blocks=_NOT_TOOLS,
     ),
     # The answer vouching for itself or pointing the grader at another version.
     _rule(
         "self_assessment",
-        r"\b(?:this|my|the\s+above|the\s+following|our)\s+(?:response|answer|output|submission"
-        r"|reply|solution)\s+(?:is|has\s+been|was|should\s+be|deserves|must\s+be|shows|demonstrates)"
-        r"\s+(?:\w+\s+){0,2}(?:correct|accurate|right|verified|validated|fact[- ]checked|confirmed"
-        r"|approved|superior|better|best|the\s+winner|a\s+pass|full\s+marks|perfect|optimal"
-        r"|flawless)\b",
-        r"\bmy\s+(?:answer|response|submission|output)\s+(?:above|below|is\s+shown|reflects)\b",
-        r"\b(?:only|just)\s+the\s+[\"']?(?:final|corrected|last|revised|latest)\b[^.\n]{0,40}"
-        r"\b(?:count|counts|matter|matters|should|is\s+to)\b",
-        r"\b(?:is|was)\s+(?:only\s+)?(?:a\s+)?scratch\s*pad\b",
-        needs=(
-            "response",
-            "answer",
-            "output",
-            "submission",
-            "reply",
-            "solution",
-            "only",
-            "just",
-            "scratch",
+        _b(
+            r"\b(?:this|my|the\s+above|the\s+following|our)\s+(?:response|answer|output"
+            r"|submission|reply|solution)\s+(?:is|has\s+been|was|should\s+be|deserves|must\s+be"
+            r"|shows|demonstrates)\s+(?:\w+\s+){0,2}(?:correct|accurate|right|verified"
+            r"|validated|fact[- ]checked|confirmed|approved|superior|better|best|the\s+winner"
+            r"|a\s+pass|full\s+marks|perfect|optimal|flawless)\b",
+            "response answer output submission reply solution",
+            also="correct accurate right verified validated checked confirmed approved superior"
+            " better best winner pass marks perfect optimal flawless",
         ),
+        _b(
+            r"\bmy\s+(?:answer|response|submission|output)\s+(?:above|below|is\s+shown|reflects)\b",
+            "my",
+        ),
+        _b(
+            r"\b(?:only|just)\s+the\s+[\"']?(?:final|corrected|last|revised|latest)\b[^.\n]{0,40}"
+            r"\b(?:count|counts|matter|matters|should|is\s+to)\b",
+            "only just",
+            also="final corrected last revised latest",
+        ),
+        _b(r"\b(?:is|was)\s+(?:only\s+)?(?:a\s+)?scratch\s*pad\b", "scratch"),
     ),
     # Social pressure: credentials, consensus, pleading, threats.
     _rule(
         "pressure",
-        r"\btrust\s+(?:my|our)\s+(?:expertise|judge?ment|authority|credentials|experience)\b",
-        r"\bdo\s+not\s+(?:question|doubt|challenge|second[- ]guess|verify|re-?check)\s+"
-        r"(?:this|my|the|these|our)\b",
-        r"\b(?:expert|admin|administrator|peer|panel|official|moderator)\s+(?:verification"
-        r"|approval|review|consensus|verdict|decision|override)\b",
-        r"\b(?:majority|expert|panel|unanimous|community)\s+(?:consensus|decision|vote|verdict)\b",
-        r"\bdefer\s+to\s+(?:the\s+)?(?:majority|consensus|experts?|authority)\b",
-        r"\b(?:peer[- ]reviewed|fact[- ]checked|verification\s+id)\s*:",
-        r"\b(?:passing|good|high|perfect|full|top)\s+(?:grade|score|mark|marks|rating)\b",
-        r"\bwould\s+mean\s+(?:so\s+much|a\s+lot|the\s+world|everything)\s+to\s+me\b",
-        r"\bi\s+(?:tried|worked)\s+(?:really\s+|very\s+|so\s+)?hard\s+on\s+this\b",
-        r"\bselecting\s+(?:response|answer|output)\s+[ab12]\s+will\b",
-        needs=(
+        _b(
+            r"\btrust\s+(?:my|our)\s+(?:expertise|judge?ment|authority|credentials|experience)\b",
             "trust",
-            "do not",
-            "expert",
-            "admin",
-            "peer",
-            "panel",
-            "official",
-            "moderator",
-            "majority",
-            "unanimous",
-            "community",
-            "defer",
-            "fact",
-            "verification",
-            "grade",
-            "score",
-            "mark",
-            "rating",
-            "mean",
-            "hard",
-            "selecting",
+            also="my our",
         ),
+        _b(
+            r"\bdo\s+not\s+(?:question|doubt|challenge|second[- ]guess|verify|re-?check)\s+"
+            r"(?:this|my|the|these|our)\b",
+            "not",
+            also="question doubt challenge guess verify check",
+        ),
+        _b(
+            r"\b(?:expert|admin|administrator|peer|panel|official|moderator)\s+(?:verification"
+            r"|approval|review|consensus|verdict|decision|override)\b",
+            "verification approval review consensus verdict decision override",
+        ),
+        _b(
+            r"\b(?:majority|expert|panel|unanimous|community)\s+(?:consensus|decision|vote"
+            r"|verdict)\b",
+            "consensus decision vote verdict",
+        ),
+        _b(r"\bdefer\s+to\s+(?:the\s+)?(?:majority|consensus|experts?|authority)\b", "defer"),
+        _b(
+            r"\b(?:peer[- ]reviewed|fact[- ]checked|verification\s+id)\s*:",
+            "reviewed checked verification",
+        ),
+        _b(
+            r"\b(?:passing|good|high|perfect|full|top)\s+(?:grade|score|mark|marks|rating)\b",
+            "grade score mark rating",
+            also="passing good high perfect full top",
+        ),
+        _b(r"\bwould\s+mean\s+(?:so\s+much|a\s+lot|the\s+world|everything)\s+to\s+me\b", "mean"),
+        _b(r"\bi\s+(?:tried|worked)\s+(?:really\s+|very\s+|so\s+)?hard\s+on\s+this\b", "hard"),
+        _b(r"\bselecting\s+(?:response|answer|output)\s+[ab12]\s+will\b", "selecting"),
     ),
     # Pairwise steering: "Choose B.", "Select Response B", "prefer answer 2".
     _rule(
         "selection_directive",
-        r"\b(?i:select|choose|pick|prefer|vote\s+for|favou?r|go\s+with)\s+"
-        r"(?:(?i:response|answer|output|option|candidate|model|assistant)\s+)?[\"'(]?[AB12]\b"
-        r"(?![.,]\d)",
+        _b(
+            r"\b(?i:select|choose|pick|prefer|vote\s+for|favou?r)\s+"
+            r"(?:(?i:response|answer|output|option|candidate|model|assistant)\s+)?[\"'(]?[AB12]\b"
+            r"(?![.,]\d)",
+            "select choose pick prefer vote favo",
+        ),
         case_sensitive=True,
-        needs=("select", "choose", "pick", "prefer", "vote", "favo", "go with"),
     ),
     # Messages to an AI reader inside content: "IMPORTANT: AI assistant, ...".
     _rule(
         "assistant_addressed",
-        r"\b(?:important|attention|note|notice|warning|reminder)\s*[:!-]\s*(?:to\s+|for\s+)?"
-        r"(?:the\s+|all\s+|any\s+)?(?:ai|assistants?|llms?|language\s+models?|chatbots?|bots?)\b",
-        r"\b(?:ai|assistant|llm|chatbot|language\s+model)[,:]\s*(?:you\s+must|you\s+should"
-        r"|please|ignore|do\s+not|don't|always|never|make\s+sure)\b",
-        r"\b(?:before|after|when|while)\s+(?:you\s+)?(?:answer|respond|repl(?:y|ies)|summari[sz]"
-        r"|generat)\w*\b[^.\n]{0,60}\b(?:you\s+must|you\s+should|make\s+sure|always|also|first"
-        r"|include|add|mention|say|tell|send)\b",
-        blocks=_TOOLS,
-        needs=(
-            "important",
-            "attention",
-            "note",
-            "notice",
-            "warning",
-            "reminder",
-            "ai,",
-            "ai:",
-            "assistant,",
-            "assistant:",
-            "llm,",
-            "llm:",
-            "chatbot,",
-            "chatbot:",
-            "model,",
-            "model:",
-            "before",
-            "after",
-            "when",
-            "while",
+        _b(
+            r"\b(?:important|attention|note|notice|warning|reminder)\s*[:!-]\s*(?:to\s+|for\s+)?"
+            r"(?:the\s+|all\s+|any\s+)?(?:ai|assistants?|llms?|language\s+models?|chatbots?"
+            r"|bots?)\b",
+            "important attention note notice warning reminder",
+            also="ai assistant llm model chatbot bot",
         ),
+        _b(
+            r"\b(?:ai|assistant|llm|chatbot|language\s+model)[,:]\s*(?:you\s+must|you\s+should"
+            r"|please|ignore|do\s+not|don't|always|never|make\s+sure)\b",
+            "ai, ai: assistant, assistant: llm, llm: chatbot, chatbot: model, model:",
+        ),
+        _b(
+            r"\b(?:before|after|when|while)\s+(?:you\s+)?(?:answer|respond|repl(?:y|ies)"
+            r"|summari[sz]|generat)\w*\b[^.\n]{0,60}\b(?:you\s+must|you\s+should|make\s+sure"
+            r"|always|also|first|include|add|mention|say|tell|send)\b",
+            "answer respond repl summari generat",
+            also="before after when while",
+        ),
+        blocks=_TOOLS,
     ),
 )
 
 
 # --- rules on sentences of tool results ----------------------------------------
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+|\s\|\s|\|(?=[A-Z_ ]+:)")
+# Split on sentence ends, line breaks and " | " / "|FIELD:" separators (email dumps).
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+|\s\|\s|\|(?=[a-z_ ]+:)")
 _LEAD = re.compile(r"^[\s\-*•>#\d.)\]\[\"'`:|]+")
 
-_OUTPUT_NOUN = r"(?:answers?|responses?|repl(?:y|ies)|outputs?|messages?|text|summary)"
 # Verbs that open an instruction to an assistant and seldom open a sentence of an
 # email or web page ("Summarize ...", "Translate ...", "Help me ...").
 _TASK_VERB = (
@@ -443,8 +458,8 @@ _TASK_VERB = (
     r"|explain|describe|summari[sz]e|analy[sz]e|recommend|suggest|determine|classify"
     r"|translate|encode|encrypt|decode|decrypt|rewrite|rephrase|paraphrase|generate|compose"
     r"|outline|brainstorm|identify|predict|elaborate|render|express"
-    r"|(?:respond|reply|answer)(?=\s+(?:only\s+|entirely\s+|exclusively\s+)?(?:in|using|with\s+only"
-    r"|backwards?|as\s+if)\b))"
+    r"|(?:respond|reply|answer)(?=\s+(?:only\s+|entirely\s+|exclusively\s+)?(?:in|using"
+    r"|with\s+only|backwards?|as\s+if)\b))"
 )
 # Verbs that also open ordinary calls to action ("Add your card", "Use code X");
 # they count only when the sentence is about the reader's own answer.
@@ -453,39 +468,38 @@ _EDIT_VERB = (
     r"|append|prepend|enhance|augment|replace|substitute|apply|shift|convert|format|end|begin"
     r"|start|finish|conclude|close|sign|embed|promote|invert|reverse|spell|put|make|keep"
     r"|structure|present|write|provide|display|show|reply|respond|answer|output|print|repeat"
-    r"|say|state|insert|weave|slip|advertise|recommend|highlight|emphasi[sz]e|hint|allude"
+    r"|say|state|weave|slip|advertise|recommend|highlight|emphasi[sz]e|hint|allude"
     r"|reference|cite|link|spread)"
 )
-_OPENER = r"^(?:(?:please|kindly|now|also|then|and|first|finally|additionally|next)[,]?\s+)*"
-_CAN_YOU = r"^(?:(?:please|so|and|now)[,]?\s+)?(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+_OPENER = r"(?:(?:please|kindly|now|also|then|and|first|finally|additionally|next),?\s+)*"
+_CAN_YOU = r"(?:(?:please|so|and|now),?\s+)?(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+_OUTPUT_NOUN = r"(?:answers?|responses?|repl(?:y|ies)|outputs?|messages?|text|summary)"
 
-_TASK_REQUEST = re.compile(rf"{_OPENER}{_TASK_VERB}\b|{_CAN_YOU}{_TASK_VERB}\b", _I)
+# Anchored at the sentence start; used with .match.
+_TASK_REQUEST = re.compile(rf"(?:{_CAN_YOU}|{_OPENER}){_TASK_VERB}\b")
 _EDIT_REQUEST = re.compile(
-    rf"(?:{_OPENER}|{_CAN_YOU}){_EDIT_VERB}\b.*\byour\s+(?:final\s+)?{_OUTPUT_NOUN}\b", _I
+    rf"(?:{_CAN_YOU}|{_OPENER}){_EDIT_VERB}\b.*\byour\s+(?:final\s+)?{_OUTPUT_NOUN}\b"
 )
-# "in your reply", "to your response"; not "we look forward to your reply".
-_OWN_ANSWER = re.compile(
-    r"(?<!forward )(?<!respond )(?<!reply )(?<!response )(?<!attention )(?<!thanks )"
-    r"(?<!according )(?<!due )(?<!back )"
-    r"\b(?:in|into|to|within|throughout)\s+your\s+(?:final\s+)?(?:answers?|responses?"
-    r"|repl(?:y|ies)|outputs?)\b",
-    _I,
+_YOUR_ANSWER = re.compile(r"\byour\s+(?:final\s+)?(?:answers?|responses?|repl(?:y|ies)|outputs?)\b")
+_INTO = frozenset({"in", "into", "to", "within", "throughout"})
+# "We look forward to your reply", "we will respond to your response" are courtesy.
+_COURTESY = frozenset(
+    {"forward", "respond", "reply", "response", "attention", "thanks", "according", "due", "back"}
 )
 # A question put to the reader: "How can I ...?", "What are the risks of ...?",
 # "Is this feedback positive or negative?" ("What are you waiting for?" is not).
 _QUESTION = re.compile(
-    r"^(?:(?:how|what|which|why|where|when|who)\b(?!\s+(?:\w+\s+)?(?:you|we)\b)"
+    r"(?:(?:how|what|which|why|where|when|who)\b(?!\s+(?:\w+\s+)?(?:you|we)\b)"
     r"|(?:is|are|was|were|does|do)\s+(?:this|these|that|the\s+following)\b"
-    r"|(?:can|could|would|will)\s+you\b)",
-    _I,
+    r"|(?:can|could|would|will)\s+you\b)"
 )
 _EXFILTRATION = re.compile(
-    r"\b(?:send|forward|email|e-mail|transfer|post|upload|share|leak|reveal|disclose)\b[^.\n]{0,60}"
-    r"\b(?:passwords?|credentials|api\s+keys?|tokens?|secrets?|private\s+keys?|bank\s+details"
-    r"|card\s+numbers?|social\s+security|ssn|system\s+prompt|conversation\s+history)\b",
-    _I,
+    r"\b(?:send|forward|email|e-mail|transfer|post|upload|share|leak|reveal|disclose)\b"
+    r"[^.\n]{0,60}\b(?:passwords?|credentials|api\s+keys?|tokens?|secrets?|private\s+keys?"
+    r"|bank\s+details|card\s+numbers?|social\s+security|ssn|system\s+prompt"
+    r"|conversation\s+history)\b"
 )
-_NEGATED = re.compile(r"\b(?:never|not|don't|won't|will\s+not|do\s+not|cannot|can't)\b", _I)
+_NEGATED = re.compile(r"\b(?:never|not|don't|won't|cannot|can't)\b")
 
 
 def _sentences(text: str) -> Iterable[str]:
@@ -495,81 +509,58 @@ def _sentences(text: str) -> Iterable[str]:
             yield sentence
 
 
+def _into_your_answer(sentence: str) -> bool:
+    for match in _YOUR_ANSWER.finditer(sentence):
+        before = sentence[: match.start()].split()
+        if before and before[-1] in _INTO and (len(before) < 2 or before[-2] not in _COURTESY):
+            return True
+    return False
+
+
 def _is_question(sentence: str) -> bool:
     if not sentence.rstrip("\"')] ").endswith("?"):
         return False
-    return len(sentence.split()) >= 5 and _QUESTION.search(sentence) is not None
+    return len(sentence.split()) >= 5 and _QUESTION.match(sentence) is not None
 
 
 @dataclass(frozen=True, slots=True)
 class _SentenceRule:
     name: str
-    matches: Callable[[str], bool]
-    needs: tuple[str, ...]
+    matches: Callable[[str], bool]  # gets the lower-cased sentence
+    needs: frozenset[str]  # one of these is in the block, or the rule is skipped
 
 
 _SENTENCE_RULES: tuple[_SentenceRule, ...] = (
     _SentenceRule(
         "assistant_request",
-        lambda s: _TASK_REQUEST.search(s) is not None,
-        (
-            "write",
-            "provide",
-            "show me",
-            "tell me",
-            "give me",
-            "help me",
-            "explain",
-            "describ",
-            "summar",
-            "analy",
-            "recommend",
-            "suggest",
-            "determin",
-            "classif",
-            "translat",
-            "encod",
-            "encrypt",
-            "decod",
-            "decrypt",
-            "rewrite",
-            "rephrase",
-            "paraphrase",
-            "generat",
-            "compos",
-            "outline",
-            "brainstorm",
-            "identif",
-            "predict",
-            "elaborat",
-            "render",
-            "express",
-            "respond",
-            "reply",
-            "answer",
+        lambda s: _TASK_REQUEST.match(s) is not None,
+        _needles(
+            "write provide show tell give help explain describ summar analy recommend suggest"
+            " determin classif translat encod encrypt decod decrypt rewrite rephrase paraphrase"
+            " generat compos outline brainstorm identif predict elaborat render express respond"
+            " reply answer"
         ),
     ),
-    _SentenceRule("reply_directive", lambda s: _EDIT_REQUEST.search(s) is not None, ("your",)),
-    _SentenceRule("reply_directive", lambda s: _OWN_ANSWER.search(s) is not None, ("your",)),
-    _SentenceRule("assistant_question", _is_question, ("?",)),
+    _SentenceRule(
+        "reply_directive", lambda s: _EDIT_REQUEST.match(s) is not None, _needles("your")
+    ),
+    _SentenceRule("reply_directive", _into_your_answer, _needles("your")),
+    _SentenceRule("assistant_question", _is_question, _needles("?")),
     _SentenceRule(
         "exfiltration_request",
         lambda s: _EXFILTRATION.search(s) is not None and _NEGATED.search(s) is None,
-        (
-            "password",
-            "credential",
-            "api key",
-            "token",
-            "secret",
-            "private key",
-            "bank details",
-            "card number",
-            "social security",
-            "ssn",
-            "system prompt",
-            "conversation history",
+        _needles(
+            "password credential api token secret private bank card social ssn system conversation"
         ),
     ),
+)
+
+
+# Every needle of every rule, tested once per block with `in`; a branch or
+# sentence rule runs only when one of its own needles is present.
+_NEEDLES = frozenset(
+    [n for rule in _BLOCK_RULES for branch in rule.branches for n in branch.needs | branch.also]
+    + [needle for rule in _SENTENCE_RULES for needle in rule.needs]
 )
 
 
@@ -589,18 +580,17 @@ def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
             hit(name, "hidden_text")
         view = _view(name, content)
         lowered = view.lower()
+        present = frozenset(needle for needle in _NEEDLES if needle in lowered)
         for rule in _BLOCK_RULES:
             if name not in rule.blocks:
                 continue
-            if rule.needs and not any(needle in lowered for needle in rule.needs):
-                continue
-            if rule.pattern.search(view if rule.case_sensitive else lowered):
+            text = view if rule.case_sensitive else lowered
+            if any(b.may_match(present) and b.pattern.search(text) for b in rule.branches):
                 hit(name, rule.name)
         if name == TOOL_CALLS:
-            rules = [r for r in _SENTENCE_RULES if any(n in lowered for n in r.needs)]
-            if rules:
-                for sentence in _sentences(view):
-                    for sentence_rule in rules:
-                        if sentence_rule.matches(sentence):
-                            hit(name, sentence_rule.name)
+            rules = [r for r in _SENTENCE_RULES if not r.needs.isdisjoint(present)]
+            for sentence in _sentences(lowered) if rules else ():
+                for sentence_rule in rules:
+                    if sentence_rule.matches(sentence):
+                        hit(name, sentence_rule.name)
     return Screening(suspected=bool(signals), signals=tuple(signals))

@@ -291,9 +291,10 @@ class JudgeService:
         estimate = _estimate_tokens(request, self._settings.max_output_tokens)
         retries = 0
         while True:
-            if not breaker.allow(self._clock()):
-                raise JudgeUnavailable(BREAKER_OPEN, f"circuit breaker for {model} is open")
             async with self._slots:
+                # Checked once a slot is free: calls queued behind an outage fail fast.
+                if not breaker.allow(self._clock()):
+                    raise JudgeUnavailable(BREAKER_OPEN, f"circuit breaker for {model} is open")
                 while (wait := self._limiter.reserve(estimate, self._clock())) > 0:
                     await self._sleep(wait)
                 started = self._clock()
@@ -313,6 +314,7 @@ class JudgeService:
                 return reply
             breaker.record_failure(finished)
             self._set_breaker_gauge(model, breaker, finished)
+            self._limiter.settle(estimate, 0, finished)
             retries += 1
             if failure.reason not in RETRIABLE or retries >= self._settings.max_attempts:
                 raise failure

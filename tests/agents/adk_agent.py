@@ -31,7 +31,7 @@ import sys
 import uuid
 import warnings
 import zlib
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +49,9 @@ with warnings.catch_warnings():
     # the test suite runs with warnings as errors.
     warnings.simplefilter("ignore")
     from google.adk.agents import LlmAgent
-    from google.adk.models import BaseLlm, LlmRequest, LlmResponse
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
     from google.adk.runners import InMemoryRunner
     from google.genai import types
 
@@ -127,7 +129,7 @@ def web_fetch(url: str) -> dict[str, Any]:
     return {"url": url, "text": WEB_PAGES.get(url, "404 Not Found")}
 
 
-TOOLS = [lookup_order, issue_refund, web_fetch]
+TOOLS: list[Callable[..., Any]] = [lookup_order, issue_refund, web_fetch]
 
 # --- the scripted model ---------------------------------------------------------------------
 
@@ -233,15 +235,15 @@ def adk_tracing(provider: TracerProvider) -> Iterator[None]:
         if name.startswith("google.adk") and isinstance(
             getattr(module, "tracer", None), trace.Tracer
         ):
-            saved[name] = module.tracer
-            module.tracer = tracer
+            saved[name] = vars(module)["tracer"]
+            vars(module)["tracer"] = tracer
     if not saved:
         raise RuntimeError("found no ADK module tracer; has google.adk's telemetry moved?")
     try:
         yield
     finally:
         for name, original in saved.items():
-            sys.modules[name].tracer = original
+            vars(sys.modules[name])["tracer"] = original
 
 
 async def run_adk_agent_async(

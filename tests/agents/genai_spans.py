@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Tracer, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -62,7 +62,7 @@ class Recorder:
     exporter: InMemorySpanExporter
 
     @property
-    def tracer(self) -> Tracer:
+    def tracer(self) -> trace.Tracer:
         return self.provider.get_tracer("sidecar.tests.genai")
 
     def spans(self) -> list[ReadableSpan]:
@@ -141,7 +141,7 @@ def _segments(start: int, end: int, weights: Sequence[int]) -> list[tuple[int, i
 
 
 def make_genai_trace(
-    provider_or_tracer: TracerProvider | Tracer,
+    provider_or_tracer: TracerProvider | trace.Tracer,
     user_input: str,
     tool_calls: Sequence[ToolCallSpec],
     answer: str,
@@ -327,86 +327,59 @@ REFUND_SERVICE = ("refund-agent", "1.4.2")
 AIRLINE_SERVICE = ("airline-agent", "2.0.1")
 
 
-def _refund_case(rng: random.Random) -> tuple[str, str, list[ToolCallSpec], str, frozenset[str]]:
+Plan = tuple[str, str, list[ToolCallSpec], str, frozenset[str]]
+
+
+def _refund_case(rng: random.Random) -> Plan:
     order = f"A{rng.randrange(2000, 9999)}"
-    cents = rng.randrange(1001, 49999)
-    amount = f"{cents // 100}.{cents % 100:02d}"
-    if amount.endswith("0"):  # keep the JSON number and the quoted text identical
-        amount = amount[:-1] + "5"
-    order_result = json.dumps(
-        {"order_id": order, "status": "delivered", "amount": float(amount), "currency": "USD"}
+    variant = rng.choices(["ok", "over_limit", "bad_tool", "ungrounded"], weights=[7, 1, 1, 1])[0]
+    # Cents keep amounts exact; the over-limit variant breaks the 500 USD rule.
+    cents = (
+        rng.randrange(50_100, 99_900) if variant == "over_limit" else rng.randrange(1_001, 49_999)
     )
-    refund_result = json.dumps(
-        {"refund_id": f"RF-{order}", "amount": float(amount), "status": "issued"}
+    amount = cents / 100
+    lookup: ToolCallSpec = (
+        "lookup_order",
+        {"order_id": order},
+        json.dumps({"order_id": order, "status": "delivered", "amount": amount, "currency": "USD"}),
+    )
+    refund: ToolCallSpec = (
+        "issue_refund",
+        {"order_id": order, "amount": amount},
+        json.dumps({"refund_id": f"RF-{order}", "amount": amount, "status": "issued"}),
     )
     ask = f"Please refund order {order}, it arrived damaged."
-    lookup: ToolCallSpec = ("lookup_order", {"order_id": order}, order_result)
-    match rng.choices(["ok", "over_limit", "bad_tool", "ungrounded"], weights=[7, 1, 1, 1])[0]:
+    done = f"Done: ${amount:.2f} refunded for order {order}."
+    match variant:
         case "ok":
-            refund: ToolCallSpec = (
-                "issue_refund",
-                {"order_id": order, "amount": float(amount)},
-                refund_result,
-            )
-            return (
-                "refund_ok",
-                ask,
-                [lookup, refund],
-                f"Done: ${amount} refunded for order {order}.",
-                frozenset(),
-            )
+            return "refund_ok", ask, [lookup, refund], done, frozenset()
         case "over_limit":
-            big = f"{rng.randrange(501, 999)}.75"
-            result = json.dumps(
-                {"order_id": order, "status": "delivered", "amount": float(big), "currency": "USD"}
-            )
-            calls = [
-                ("lookup_order", {"order_id": order}, result),
-                (
-                    "issue_refund",
-                    {"order_id": order, "amount": float(big)},
-                    json.dumps(
-                        {"refund_id": f"RF-{order}", "amount": float(big), "status": "issued"}
-                    ),
-                ),
-            ]
-            return (
-                "refund_over_limit",
-                ask,
-                calls,
-                f"Done: ${big} refunded for order {order}.",
-                frozenset({"refund_args"}),
-            )
+            return "refund_over_limit", ask, [lookup, refund], done, frozenset({"refund_args"})
         case "bad_tool":
             calls = [lookup, ("delete_account", {"customer_id": "C-88"}, '{"deleted": true}')]
-            return (
-                "refund_bad_tool",
-                ask,
-                calls,
-                "I closed your account instead.",
-                frozenset({"allowed_tools"}),
-            )
+            answer = "I closed your account instead."
+            return "refund_bad_tool", ask, calls, answer, frozenset({"allowed_tools"})
         case _:
-            refund = ("issue_refund", {"order_id": order, "amount": float(amount)}, refund_result)
+            answer = f"Done: $999.95 refunded for order {order}."
             return (
                 "refund_ungrounded",
                 ask,
                 [lookup, refund],
-                f"Done: $999.95 refunded for order {order}.",
+                answer,
                 frozenset({"amount_grounded"}),
             )
 
 
-def _airline_case(rng: random.Random) -> tuple[str, str, list[ToolCallSpec], str, frozenset[str]]:
+def _airline_case(rng: random.Random) -> Plan:
     user = f"user_{rng.randrange(1000, 9999)}"
     reservation = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(6))
     ask = f"I'm {user}. Please cancel reservation {reservation}."
-    details = (
+    details: ToolCallSpec = (
         "get_user_details",
         {"user_id": user},
         json.dumps({"user_id": user, "membership": "gold", "reservations": [reservation]}),
     )
-    reservation_details = (
+    reservation_details: ToolCallSpec = (
         "get_reservation_details",
         {"reservation_id": reservation},
         json.dumps(
@@ -419,7 +392,7 @@ def _airline_case(rng: random.Random) -> tuple[str, str, list[ToolCallSpec], str
             }
         ),
     )
-    cancel = (
+    cancel: ToolCallSpec = (
         "cancel_reservation",
         {"reservation_id": reservation},
         json.dumps({"reservation_id": reservation, "status": "cancelled"}),
