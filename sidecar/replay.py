@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.assemble import Assembler
-from sidecar.decode import decode
+from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
 from sidecar.evaluate import Case, Screener, conclude, plan
 from sidecar.judge import Judge, JudgeResult
@@ -79,19 +79,20 @@ def _json_lines(data: bytes) -> bool:
     return False
 
 
-def read_payloads(path: Path) -> Iterator[tuple[str, bytes]]:
-    """Yield (where, payload) for every request in a file."""
+def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
+    """Yield (where, payload, encoding) for every request in a file."""
     data = path.read_bytes()
     parts = _length_prefixed(data)
     if parts is not None:
+        # The framing adding up is strong evidence; the first message confirms
+        # it. A later corrupt message is then one bad record, not a lost file.
         try:
-            for part in parts:
-                decode(part, "otlp_proto")
+            decode(parts[0], "otlp_proto")
         except DecodeError:
             parts = None
     if parts is not None:
         for index, part in enumerate(parts, start=1):
-            yield f"{path}#{index}", part
+            yield f"{path}#{index}", part, "otlp_proto"
         return
     # Checked before JSON lines: a pretty-printed document's lines are not JSON
     # objects, and a one-line file is the same either way.
@@ -99,9 +100,9 @@ def read_payloads(path: Path) -> Iterator[tuple[str, bytes]]:
         # A corrupt line (even the first) is one bad record, not a lost file.
         for number, line in enumerate(data.splitlines(), start=1):
             if line.strip():
-                yield f"{path}:{number}", line
+                yield f"{path}:{number}", line, "otlp_json"
         return
-    yield f"{path}", data
+    yield f"{path}", data, "auto"
 
 
 def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]:
@@ -114,10 +115,10 @@ def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]
     traces: list[Trace] = []
     for path in paths:
         summary.files += 1
-        for where, payload in read_payloads(path):
+        for where, payload, encoding in read_payloads(path):
             summary.records += 1
             try:
-                spans: list[Span] = decode(payload)
+                spans: list[Span] = decode(payload, encoding)
             except DecodeError as exc:
                 summary.bad_records.append(f"{where}: {exc.reason}: {exc}")
                 continue

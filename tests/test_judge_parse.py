@@ -57,7 +57,7 @@ def entry(criterion: str, verdict: Any = "PASS", evidence: Any = "NONE") -> dict
     return {"criterion": criterion, "evidence": evidence, "verdict": verdict}
 
 
-def answer(*entries: dict[str, Any]) -> str:
+def answer(*entries: Any) -> str:
     return json.dumps({"criteria": list(entries)})
 
 

@@ -58,7 +58,7 @@ RUBRIC = Rubric.model_validate(
 def transcript(
     user: str | None = None, answer: str | None = None, tool_result: str | None = None
 ) -> Transcript:
-    calls = ()
+    calls: tuple[ToolCall, ...] = ()
     if tool_result is not None:
         calls = (ToolCall(name="read_email", arguments='{"id": 1}', result=tool_result),)
     return Transcript(

@@ -28,12 +28,7 @@ ADAPTER_ONLY = (
 COMPOSITION_ROOTS = ("sidecar.app", "sidecar.wiring", "sidecar.cli", "sidecar.commands")
 
 # Known departures, listed so they stay visible; strict xfail flags them once fixed.
-KNOWN_ADAPTER_IMPORTS = {
-    "sidecar.judge.service": (
-        "imports sidecar.adapters.metrics.Metrics (under TYPE_CHECKING) and calls its "
-        "prometheus families directly; a small metrics protocol in the core would remove it"
-    ),
-}
+KNOWN_ADAPTER_IMPORTS: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

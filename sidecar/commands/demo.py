@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -22,6 +23,13 @@ from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
 from sidecar.wiring import build_judge, build_screener, judge_credentials_hint
+
+# Below this the table wraps into tall rows; pipes and CI logs get this width.
+_MIN_WIDTH = 120
+# Narrower than this, the agent column goes (the rubric mostly implies it).
+_AGENT_WIDTH = 100
+# "check: detail" fits one row at 120 columns.
+_PROBLEM_CHARS = 60
 
 _STYLE = {
     CaseOutcome.ACCEPTABLE: "green",
@@ -55,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    console = Console(stderr=False)
+    console = _console()
     traces_file, rubrics_dir = demo_data()
     rubrics = load_rubrics(rubrics_dir)
     metrics = Metrics()
@@ -75,9 +83,10 @@ async def _demo(args: argparse.Namespace) -> int:
     if judge is None:
         console.print(
             f"[bold]judge did not run[/]: {judge_credentials_hint()} Criteria are SKIPPED; "
-            "deterministic checks ran on every trace."
+            "deterministic checks ran on every trace.",
+            soft_wrap=True,
         )
-    console.print(f"metrics: http://127.0.0.1:{server.port}/metrics")
+    console.print(f"metrics: http://127.0.0.1:{server.port}/metrics", soft_wrap=True)
     sampler = Sampler(judge_enabled=judge is not None, judge_all=True)
     summary = ReplaySummary()
     traces = collect_traces([traces_file], summary)
@@ -97,14 +106,19 @@ async def _demo(args: argparse.Namespace) -> int:
             )
             fh.write(verdict.to_json() + "\n")
     spans.shutdown()
-    console.print(_table(verdicts))
+    console.print(_table(verdicts, console.width))
     console.print(
         f"{summary.traces} traces, {summary.spans} spans -> {summary.verdicts} verdicts: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+        + ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items())),
+        soft_wrap=True,
     )
-    console.print(f"verdict spans (OTLP/JSON lines): {spans_path}")
-    console.print(f"verdict records (JSON lines):    {records_path}")
-    console.print(f"replay them yourself: sidecar replay {traces_file} --rubrics {rubrics_dir}")
+    # Paths are printed unwrapped and without markup so they can be copied.
+    plain = {"soft_wrap": True, "markup": False, "highlight": False}
+    console.print(f"verdict spans (OTLP/JSON lines): {spans_path}", **plain)
+    console.print(f"verdict records (JSON lines):    {records_path}", **plain)
+    console.print(
+        f"replay them yourself: sidecar replay {traces_file} --rubrics {rubrics_dir}", **plain
+    )
     if args.serve:
         console.print("serving /metrics; Ctrl-C to stop")
         try:
@@ -116,27 +130,65 @@ async def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(verdicts: list[Verdict]) -> Table:
-    table = Table(title="sidecar demo: verdicts", show_lines=False)
-    table.add_column("trace", style="dim")
-    table.add_column("agent")
-    table.add_column("rubric")
-    table.add_column("outcome")
-    table.add_column("failed / errored checks")
-    table.add_column("criteria")
+def _console() -> Console:
+    console = Console()
+    if not console.is_terminal:
+        # Not a terminal (pipe, file, CI log): rich would assume 80 columns.
+        console = Console(width=max(console.width, _MIN_WIDTH))
+    return console
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _first_problem(verdict: Verdict) -> str:
+    """The first failing (else errored) check, gates before advisory ones, and how many more."""
+    bad = [c for c in verdict.checks if c.outcome in (Outcome.FAIL, Outcome.ERROR)]
+    if not bad:
+        return "-"
+    bad.sort(key=lambda c: (not c.gate, c.outcome is not Outcome.FAIL))
+    first = bad[0]
+    label = first.name if first.gate else f"{first.name} (no gate)"
+    if first.outcome is Outcome.ERROR:
+        label += " ERROR"
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    detail = _shorten(first.detail, max(_PROBLEM_CHARS - len(label) - 2, 30))
+    return f"{label}: {detail}{more}"
+
+
+def _criteria(verdict: Verdict) -> str:
+    counts: dict[str, int] = {}
+    for c in verdict.criteria:
+        counts[c.outcome.value] = counts.get(c.outcome.value, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
+
+
+def _table(verdicts: list[Verdict], width: int) -> Table:
+    judged = any(v.judged for v in verdicts)
+    table = Table(
+        title="sidecar demo: verdicts",
+        caption=None if judged else "criteria: all SKIPPED (judge did not run)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("trace", style="dim", no_wrap=True)
+    with_agent = width >= _AGENT_WIDTH
+    if with_agent:
+        table.add_column("agent", no_wrap=True)
+    table.add_column("rubric", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("first failed check", ratio=1)
+    if judged:
+        table.add_column("criteria", no_wrap=True)
     for v in verdicts:
-        bad = [
-            f"{c.name}: {c.detail}" for c in v.checks if c.outcome in (Outcome.FAIL, Outcome.ERROR)
-        ]
-        counts: dict[str, int] = {}
-        for c in v.criteria:
-            counts[c.outcome.value] = counts.get(c.outcome.value, 0) + 1
-        table.add_row(
-            v.trace_id[:12],
-            f"{v.agent or '?'} {v.agent_version or ''}".strip(),
-            f"{v.rubric_id} v{v.rubric_version}",
-            f"[{_STYLE[v.outcome]}]{v.outcome.value}[/]",
-            "\n".join(bad) or "-",
-            ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-",
-        )
+        row = [v.trace_id[:8]]
+        if with_agent:
+            row.append(v.agent or "?")
+        row += [v.rubric_id, f"[{_STYLE[v.outcome]}]{v.outcome.value}[/]", _first_problem(v)]
+        if judged:
+            row.append(_criteria(v))
+        table.add_row(*row)
     return table

@@ -20,6 +20,10 @@ def register(sub: Any) -> None:
 
 
 def handle_check(args: argparse.Namespace) -> int:
+    if not args.directory.is_dir():
+        # A wrong path is a usage error (2), not a failed validation (1).
+        print(f"sidecar: {args.directory}: not a directory of rubric files", file=sys.stderr)
+        return 2
     try:
         rubrics = load_rubrics(args.directory)
     except RubricError as exc:
