@@ -21,16 +21,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sidecar.adapters.http import MetricsServer
-from sidecar.adapters.kafka import KafkaSink, KafkaSource, Record
+from sidecar.adapters.kafka import KafkaError, KafkaSink, KafkaSource, LabelSource, Record
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler
 from sidecar.decode import decode
-from sidecar.errors import DecodeError
-from sidecar.evaluate import Screener, conclude, plan
-from sidecar.judge import Judge, JudgeResult
+from sidecar.errors import DecodeError, SourceError
+from sidecar.evaluate import Case, Screener, plan
+from sidecar.judge import Judge
+from sidecar.judge.service import same_family
+from sidecar.judging import judge_case
 from sidecar.model import DecideReason, RecordRef, Trace
 from sidecar.offsets import OffsetTracker
+from sidecar.review import (
+    LabelError,
+    ReviewPolicy,
+    ReviewTracker,
+    parse_label,
+    review_reasons,
+    review_record,
+)
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.settings import Settings
@@ -98,6 +108,11 @@ class Service:
         self._inflight: set[asyncio.Task[None]] = set()
         self._emitted: OrderedDict[str, None] = OrderedDict()
         self._exported = _Counters()
+        self._warned_self_preference: set[tuple[str, str]] = set()
+        self._review_policy = ReviewPolicy(
+            audit_share=settings.review.audit_share, error_share=settings.review.error_share
+        )
+        self.reviews = ReviewTracker(memory=settings.review.memory, window=settings.review.window)
         self._ready = False
         self._committed: dict[int, int] = {}
         record_rubrics(metrics, self.rubrics)
@@ -117,18 +132,32 @@ class Service:
     async def run(self, stop: asyncio.Event) -> None:
         self._source = KafkaSource(self.settings.kafka, self._on_revoked, self._on_assigned)
         self._sink = KafkaSink(self.settings.kafka)
+        review = self.settings.review
+        labels = LabelSource(self.settings.kafka, review.labels_topic) if review.enabled else None
         await self.server.start()
-        await self.sink.start()
         try:
+            await self.sink.start()
             await self.source.start()
-            try:
-                self._ready = True
+            if labels is not None:
+                await labels.start()
+        except KafkaError as exc:
+            await self.server.stop()
+            raise SourceError(
+                f"cannot reach Kafka at {self.settings.kafka.bootstrap_servers}: {exc}; "
+                "check kafka.bootstrap_servers (SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network"
+            ) from exc
+        try:
+            self._ready = True
+            async with asyncio.TaskGroup() as tasks:
+                if labels is not None:
+                    tasks.create_task(self._read_labels(labels, stop))
                 await self._consume(stop)
                 await self._shutdown()
-            finally:
-                self._ready = False
-                await self.source.stop()
         finally:
+            self._ready = False
+            if labels is not None:
+                await labels.stop()
+            await self.source.stop()
             await self.sink.stop()
             self.spans.flush()
             await self.server.stop()
@@ -201,25 +230,45 @@ class Service:
             _, cases = plan(
                 trace, self.rubrics, self.sampler, self.clock(), self.screener or _no_screen
             )
-            verdicts: list[Verdict] = []
+            verdicts: list[tuple[Case, Verdict]] = []
             for case in cases:
                 record_sampling(
                     self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
                 )
                 if case.injection_suspected:
                     self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
-                result: JudgeResult | None = None
-                if case.sample.judge and self.judge is not None:
-                    result = await self.judge.judge(case.rubric, case.transcript)
-                verdicts.append(conclude(case, result))
-            for verdict in verdicts:
+                if case.sample.judge:
+                    self._self_preference(case)
+                verdicts.append((case, await judge_case(case, self.judge)))
+            for case, verdict in verdicts:
                 await self._emit(verdict)
+                await self._route_review(case, verdict)
         except asyncio.CancelledError:
             raise
         except Exception:
+            # One bad trace must not stop the service; the bug is logged and counted.
             log.exception("evaluating trace %s failed; its verdict is lost", trace.trace_id)
             self.metrics.internal_errors.labels(stage="evaluate").inc()
         self.offsets.release(token)
+
+    def _self_preference(self, case: Case) -> None:
+        judge_model = case.rubric.judge_model
+        for model in case.transcript.models:
+            if same_family(judge_model, model):
+                self.metrics.self_preference.labels(
+                    rubric=case.rubric.id, judge_model=judge_model
+                ).inc()
+                key = (case.rubric.id, model)
+                if key not in self._warned_self_preference:
+                    self._warned_self_preference.add(key)
+                    log.warning(
+                        "rubric %s: judge model %s is of the same family as the agent's model %s; "
+                        "judges tend to prefer their own family's answers (self-preference)",
+                        case.rubric.id,
+                        judge_model,
+                        model,
+                    )
+                return
 
     async def _emit(self, verdict: Verdict) -> None:
         self.spans.emit(verdict)
@@ -230,6 +279,56 @@ class Service:
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
         await self.sink.send_verdict(verdict.trace_id, verdict.to_json().encode("utf-8"))
+
+    # -- human review --------------------------------------------------------------------
+
+    async def _route_review(self, case: Case, verdict: Verdict) -> None:
+        review = self.settings.review
+        if not review.enabled:
+            return
+        reasons = review_reasons(verdict, self._review_policy)
+        if not reasons:
+            return
+        self.reviews.remember(verdict)
+        payload = review_record(verdict, case.transcript, reasons)
+        await self.sink.send_review(review.topic, verdict.trace_id, payload)
+        for reason in reasons:
+            self.metrics.review_cases.labels(rubric=verdict.rubric_id, reason=reason).inc()
+
+    async def _read_labels(self, source: LabelSource, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            payloads = await source.fetch()
+            for payload in payloads:
+                self.apply_label(payload)
+            if payloads:
+                await source.commit()
+
+    def apply_label(self, payload: bytes) -> None:
+        try:
+            label = parse_label(payload)
+        except LabelError as exc:
+            log.warning("ignoring malformed label: %s", exc)
+            self.metrics.human_labels_unmatched.labels(reason="malformed").inc()
+            return
+        result = self.reviews.add_label(label)
+        if result.key is None:
+            self.metrics.human_labels_unmatched.labels(reason="unknown_case").inc()
+            return
+        key = result.key
+        self.metrics.human_labels.labels(rubric=key.rubric, criterion=key.criterion).inc()
+        stats = self.reviews.agreement.stats(key)
+        labels = {
+            "rubric": key.rubric,
+            "rubric_version": key.rubric_version,
+            "judge_model": key.judge_model,
+            "criterion": key.criterion,
+        }
+        if stats.kappa is not None:
+            self.metrics.human_agreement.labels(**labels, statistic="kappa").set(stats.kappa)
+        if stats.agreement is not None:
+            self.metrics.human_agreement.labels(**labels, statistic="agreement").set(
+                stats.agreement
+            )
 
     # -- offsets, rebalance, back-pressure ---------------------------------------------
 

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sidecar import __version__
-from sidecar.errors import ConfigError, RubricError
+from sidecar.errors import ConfigError, RubricError, SidecarError
 
 # Order is the order of `sidecar --help`.
-COMMANDS = ("run", "replay", "demo", "rubrics", "calibrate", "gate")
+COMMANDS = ("run", "replay", "demo", "judge", "rubrics", "calibrate", "gate", "compare")
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -41,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, RubricError) as exc:
         print(f"sidecar: {exc}", file=sys.stderr)
         return 2
+    except SidecarError as exc:
+        print(f"sidecar: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -3,6 +3,7 @@
     SidecarError                 base of everything raised on purpose
     ├── ConfigError              bad settings file or environment (exit code 2)
     ├── RubricError              a rubric file is invalid (names file and field)
+    ├── SourceError              Kafka cannot be reached at start-up (exit code 1)
     ├── DecodeError              a record is not OTLP; goes to the dead-letter topic
     └── JudgeError               the judge could not give a verdict
         ├── JudgeUnavailable     transport failure after retries, or breaker open
@@ -24,6 +25,10 @@ class ConfigError(SidecarError):
 
 class RubricError(SidecarError):
     """A rubric file is invalid; the message names the file and the field."""
+
+
+class SourceError(SidecarError):
+    """The message broker cannot be reached or refused us; the message says what to check."""
 
 
 class DecodeError(SidecarError):

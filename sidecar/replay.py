@@ -22,8 +22,9 @@ from pathlib import Path
 from sidecar.assemble import Assembler
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
-from sidecar.evaluate import Case, Screener, conclude, plan
-from sidecar.judge import Judge, JudgeResult
+from sidecar.evaluate import Screener, plan
+from sidecar.judge import Judge
+from sidecar.judging import judge_case
 from sidecar.model import DecideReason, Span, Trace
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
@@ -154,10 +155,3 @@ async def evaluate_traces(
         summary.judged += int(verdict.judged)
         summary.outcomes[verdict.outcome.value] = summary.outcomes.get(verdict.outcome.value, 0) + 1
     return verdicts
-
-
-async def judge_case(case: Case, judge: Judge | None) -> Verdict:
-    result: JudgeResult | None = None
-    if case.sample.judge and judge is not None:
-        result = await judge.judge(case.rubric, case.transcript)
-    return conclude(case, result)

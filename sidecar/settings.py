@@ -62,6 +62,18 @@ class SamplingSettings(_Section):
     warmup_traces: Annotated[int, Field(ge=0)] = 0
 
 
+class ReviewSettings(_Section):
+    """Human review loop: cases out on ``topic``, labels back on ``labels_topic``."""
+
+    enabled: bool = True
+    topic: str = "eval_review"
+    labels_topic: str = "eval_labels"
+    audit_share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.01
+    error_share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.5
+    window: Annotated[int, Field(ge=1)] = 200
+    memory: Annotated[int, Field(ge=1)] = 50_000
+
+
 class OtelSettings(_Section):
     # Verdict spans go over OTLP with the standard OTEL_EXPORTER_OTLP_* variables.
     enabled: bool = True
@@ -85,6 +97,7 @@ class Settings(BaseSettings):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     otel: OtelSettings = Field(default_factory=OtelSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
     shutdown_timeout_s: Annotated[float, Field(gt=0)] = 20.0
 

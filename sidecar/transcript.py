@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from sidecar.conventions import (
     ALL_CONVENTIONS,
     Message,
+    MessageMemo,
     Reading,
     Role,
     ToolRequest,
@@ -75,7 +76,8 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
     if not spans:
         return Transcript(trace_id=trace.trace_id, root_span_id=None, truncated=trace.truncated)
     depths = _depths(spans)
-    steps = [_Step(span, read_span(span), depths[span.span_id]) for span in spans]
+    memo: MessageMemo = {}
+    steps = [_Step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
     root = _root(steps)
     agents = _agent_steps(steps)
     agent = agents[0] if agents else None

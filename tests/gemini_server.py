@@ -15,6 +15,7 @@ import json
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,8 +43,12 @@ class Recorded:
     query: str = ""
 
 
+Responder = Callable[[str, Any], Reply]
+
+
 @dataclass
 class _State:
+    responder: Responder | None = None
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -184,11 +189,14 @@ class _Handler(BaseHTTPRequestHandler):
             state.requests.append(
                 Recorded("POST", path, {k.lower(): v for k, v in self.headers.items()}, body, query)
             )
-            reply = (
-                (state.replies.popleft() if state.replies else status(500, "script exhausted"))
-                if known
-                else status(404, f"no route {path}")
-            )
+            if not known:
+                reply = status(404, f"no route {path}")
+            elif state.replies:
+                reply = state.replies.popleft()
+            elif state.responder is not None:
+                reply = state.responder(path, body)
+            else:
+                reply = status(500, "script exhausted")
         if reply.delay_s and state.stopping.wait(reply.delay_s):
             return
         payload = str(reply.body).encode() if reply.raw else json.dumps(reply.body).encode("utf-8")
@@ -214,8 +222,9 @@ class _Server(ThreadingHTTPServer):
 class JudgeServer:
     """Start with ``start()``, stop with ``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self) -> None:
-        self._state = _State()
+    def __init__(self, responder: Responder | None = None) -> None:
+        """``responder(path, body)`` answers whenever no scripted reply is queued."""
+        self._state = _State(responder=responder)
         self._server = _Server(self._state)
         self._thread = threading.Thread(
             target=self._server.serve_forever,

@@ -374,11 +374,8 @@ async def test_injection_suspected_policy(
         assert result.injection_suspected
         assert outcomes(result) == want
         assert result.review is review
-        assert rig.value("sidecar_injection_suspected_total", rubric="refunds") == 1
-        reviewed = rig.value(
-            "sidecar_review_cases_total", rubric="refunds", reason="injection_suspected"
-        )
-        assert reviewed == (1 if review else 0)
+        # The pipeline counts suspected and reviewed cases once per case, not the judge.
+        assert rig.value("sidecar_injection_suspected_total", rubric="refunds") in (None, 0)
 
 
 async def test_pause_policy_raises_and_reports_when_to_come_back(judge_server: JudgeServer) -> None:

@@ -16,6 +16,8 @@ from aiokafka.errors import KafkaError
 
 from sidecar.settings import KafkaSettings
 
+__all__ = ["KafkaError", "KafkaSink", "KafkaSource", "LabelSource", "Record"]
+
 log = logging.getLogger(__name__)
 
 PartitionsCallback = Callable[[set[int]], Awaitable[None]]
@@ -159,6 +161,9 @@ class KafkaSink:
             self._settings.verdict_topic, payload, key=trace_id.encode("ascii")
         )
 
+    async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
+        await self._producer.send_and_wait(topic, payload, key=trace_id.encode("ascii"))
+
     async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
         headers = [
             ("sidecar.dlq.reason", reason.encode()),
@@ -170,3 +175,34 @@ class KafkaSink:
         await self._producer.send_and_wait(
             self._settings.dead_letter_topic, record.value or b"", key=record.key, headers=headers
         )
+
+
+class LabelSource:
+    """Reads human labels (JSON) from the labels topic; commits after each handled batch."""
+
+    def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self._consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=settings.bootstrap_servers,
+            group_id=f"{settings.group_id}.labels",
+            client_id=f"{settings.client_id}-labels",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            **_security(settings),
+        )
+
+    async def start(self) -> None:
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    async def fetch(self, timeout_ms: int = 500) -> list[bytes]:
+        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)
+        return [m.value for messages in batches.values() for m in messages if m.value is not None]
+
+    async def commit(self) -> None:
+        try:
+            await self._consumer.commit()
+        except KafkaError as exc:
+            log.warning("labels offset commit refused (%s); will retry", exc)

@@ -157,6 +157,13 @@ class Metrics:
             registry=r,
         )
 
+        self.human_labels_unmatched = Counter(
+            "sidecar_human_labels_unmatched_total",
+            "Human labels that matched no remembered judged case (or were malformed).",
+            ["reason"],
+            registry=r,
+        )
+
         # Pipeline
         self.kafka_records = Counter(
             "sidecar_kafka_records_total",
@@ -244,8 +251,6 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             gate="true" if criterion.gate else "false",
             outcome=criterion.outcome.value,
         ).inc()
-    if verdict.review:
-        metrics.review_cases.labels(rubric=verdict.rubric_id, reason="injection_suspected").inc()
 
 
 def record_sampling(metrics: Metrics, rubric: str, decision: str, reason: str) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich import box
 from rich.console import Console
@@ -112,13 +112,9 @@ async def _demo(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items())),
         soft_wrap=True,
     )
-    # Paths are printed unwrapped and without markup so they can be copied.
-    plain = {"soft_wrap": True, "markup": False, "highlight": False}
-    console.print(f"verdict spans (OTLP/JSON lines): {spans_path}", **plain)
-    console.print(f"verdict records (JSON lines):    {records_path}", **plain)
-    console.print(
-        f"replay them yourself: sidecar replay {traces_file} --rubrics {rubrics_dir}", **plain
-    )
+    _plain(console, f"verdict spans (OTLP/JSON lines): {spans_path}")
+    _plain(console, f"verdict records (JSON lines):    {records_path}")
+    _plain(console, f"replay them yourself: sidecar replay {traces_file} --rubrics {rubrics_dir}")
     if args.serve:
         console.print("serving /metrics; Ctrl-C to stop")
         try:
@@ -132,10 +128,24 @@ async def _demo(args: argparse.Namespace) -> int:
 
 def _console() -> Console:
     console = Console()
-    if not console.is_terminal:
-        # Not a terminal (pipe, file, CI log): rich would assume 80 columns.
+    # Not a terminal (pipe, file, CI log): rich would assume 80 columns. Asked
+    # of the file itself, as FORCE_COLOR (set in many CI runners) makes rich
+    # treat a pipe as a terminal.
+    if not _isatty(console.file):
         console = Console(width=max(console.width, _MIN_WIDTH))
     return console
+
+
+def _isatty(file: IO[str]) -> bool:
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _plain(console: Console, text: str) -> None:
+    # Unwrapped and without markup, so paths survive copy and paste.
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
 
 
 def _shorten(text: str, limit: int) -> str:

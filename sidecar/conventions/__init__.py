@@ -12,7 +12,7 @@ Content that was not captured is ``None``; an empty string never means
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 from sidecar.conventions.adk import read_adk_v1
 from sidecar.conventions.content import (
@@ -22,6 +22,7 @@ from sidecar.conventions.content import (
     OPENLLMETRY,
     OTEL_GENAI,
     Message,
+    MessageMemo,
     Reading,
     Role,
     ToolRequest,
@@ -48,6 +49,7 @@ __all__ = [
     "OTEL_GENAI",
     "READERS",
     "Message",
+    "MessageMemo",
     "Reading",
     "Role",
     "ToolRequest",
@@ -63,16 +65,20 @@ __all__ = [
     "usage",
 ]
 
-Reader = Callable[[Span], Reading | None]
+
+class Reader(Protocol):
+    def __call__(self, span: Span, memo: MessageMemo | None = None, /) -> Reading | None: ...
+
 
 # ADK and OpenLLMetry spans also carry some gen_ai.* names, so the specific
 # conventions go first and OTel GenAI, the common vocabulary, last.
 READERS: tuple[Reader, ...] = (read_adk_v1, read_openinference, read_openllmetry, read_otel_genai)
 
 
-def read_span(span: Span) -> Reading | None:
+def read_span(span: Span, memo: MessageMemo | None = None) -> Reading | None:
+    """The first reading of ``span``; ``memo`` shares parsed messages across one trace."""
     for reader in READERS:
-        reading = reader(span)
+        reading = reader(span, memo)
         if reading is not None:
             return reading
     return None

@@ -6,6 +6,7 @@ import re
 
 from sidecar.conventions.content import (
     ADK_V1,
+    MessageMemo,
     Reading,
     Role,
     json_text,
@@ -32,7 +33,7 @@ _ADK_AGENT_RUN = re.compile(r"^agent_run \[(?P<name>.+)\]$")
 _ADK_PLACEHOLDERS = frozenset({"<not specified>", "<not serializable>", "N/A"})
 
 
-def read_adk_v1(span: Span) -> Reading | None:
+def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     attrs = span.attributes
     ours = span.scope_name == _ADK_SCOPE or any(key in attrs for key in _ADK_KEYS)
     if not ours:
@@ -53,8 +54,8 @@ def read_adk_v1(span: Span) -> Reading | None:
         return Reading(
             ADK_V1,
             Role.LLM,
-            inputs=inputs if inputs is not None else genai_inputs(span),
-            outputs=outputs if outputs is not None else genai_outputs(span),
+            inputs=inputs if inputs is not None else genai_inputs(span, memo),
+            outputs=outputs if outputs is not None else genai_outputs(span, memo),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
         )
     if span.name.startswith("execute_tool") and any(key in attrs for key in _ADK_KEYS):

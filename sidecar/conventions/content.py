@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
 
@@ -49,6 +51,12 @@ class Message:
     text: str | None = None
     tool_requests: tuple[ToolRequest, ...] = ()
     tool_responses: tuple[ToolResponse, ...] = ()
+
+
+# Messages already parsed, by (JSON text of the message, default role). Each LLM
+# call's input repeats the conversation so far, so one trace's spans hold the
+# same message texts again and again; a memo lives as long as one transcript.
+MessageMemo: TypeAlias = dict[tuple[str, str], Message | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +200,21 @@ def _role(value: object, default: str) -> str:
     return default
 
 
-def parse_messages(value: AttrValue | object, default_role: str) -> tuple[Message, ...] | None:
-    """Messages from a JSON string or an already-structured list (OTLP array/kvlist)."""
+def parse_messages(
+    value: AttrValue | object, default_role: str, memo: MessageMemo | None = None
+) -> tuple[Message, ...] | None:
+    """Messages from a JSON string or an already-structured list (OTLP array/kvlist).
+
+    With a ``memo``, a message whose JSON text was parsed before is taken from
+    it; the result is the same either way.
+    """
     if value is None:
         return None
+    if memo is not None and isinstance(value, str):
+        stripped = value.strip()
+        items = _json_array_items(stripped) if stripped[:1] == "[" else None
+        if items is not None:
+            return _memo_messages(items, default_role, memo)
     data = parse_json(value)
     if isinstance(data, str):
         text = text_of(data)
@@ -207,6 +226,56 @@ def parse_messages(value: AttrValue | object, default_role: str) -> tuple[Messag
         return None
     messages = [parse_message(item, default_role) for item in data]
     return tuple(m for m in messages if m is not None)
+
+
+def _memo_messages(
+    items: list[tuple[str, object]], default_role: str, memo: MessageMemo
+) -> tuple[Message, ...]:
+    messages: list[Message] = []
+    for text, item in items:
+        key = (text, default_role)
+        if key in memo:
+            message = memo[key]
+        else:
+            message = memo[key] = parse_message(item, default_role)
+        if message is not None:
+            messages.append(message)
+    return tuple(messages)
+
+
+_DECODER = json.JSONDecoder()
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _after_space(text: str, index: int) -> int:
+    match = _JSON_SPACE.match(text, index)
+    return match.end() if match is not None else index
+
+
+def _json_array_items(text: str) -> list[tuple[str, object]] | None:
+    """The items of a JSON array, each with its own JSON text; ``None`` if not exactly that.
+
+    Reads as ``json.loads`` does (same scanner, same whitespace); anything it
+    would reject, including nesting too deep, is left to ``parse_json``.
+    """
+    scan = _DECODER.raw_decode
+    items: list[tuple[str, object]] = []
+    index = _after_space(text, 1)
+    if text[index : index + 1] == "]":
+        return items if _after_space(text, index + 1) == len(text) else None
+    while True:
+        try:
+            item, end = scan(text, index)
+        except (ValueError, RecursionError):
+            return None
+        items.append((text[index:end], item))
+        index = _after_space(text, end)
+        delimiter = text[index : index + 1]
+        if delimiter == "]":
+            return items if _after_space(text, index + 1) == len(text) else None
+        if delimiter != ",":
+            return None
+        index = _after_space(text, index + 1)
 
 
 def parse_message(value: object, default_role: str) -> Message | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sidecar.conventions.content import (
     OPENINFERENCE,
     Message,
+    MessageMemo,
     Reading,
     Role,
     indexed,
@@ -20,7 +21,7 @@ from sidecar.conventions.content import (
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
 
 
-def read_openinference(span: Span) -> Reading | None:
+def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     attrs = span.attributes
     kind = str_attr(attrs, "openinference.span.kind")
     if kind is None:
@@ -30,9 +31,9 @@ def read_openinference(span: Span) -> Reading | None:
         inputs = _oi_messages(attrs, "llm.input_messages", "user")
         outputs = _oi_messages(attrs, "llm.output_messages", "assistant")
         if inputs is None:
-            inputs = _oi_value_messages(attrs.get("input.value"), "user")
+            inputs = _oi_value_messages(attrs.get("input.value"), "user", memo)
         if outputs is None:
-            outputs = _oi_value_messages(attrs.get("output.value"), "assistant")
+            outputs = _oi_value_messages(attrs.get("output.value"), "assistant", memo)
         return Reading(
             OPENINFERENCE,
             Role.LLM,
@@ -100,9 +101,11 @@ def _oi_messages(attrs: Attributes, prefix: str, default_role: str) -> tuple[Mes
     return tuple(messages)
 
 
-def _oi_value_messages(value: AttrValue, default_role: str) -> tuple[Message, ...] | None:
+def _oi_value_messages(
+    value: AttrValue, default_role: str, memo: MessageMemo | None
+) -> tuple[Message, ...] | None:
     data = parse_json(value)
     # Raw request/response bodies: {"messages": [...]}, {"choices": [...]}, {"text": ...}.
     if isinstance(data, dict) and isinstance(data.get("choices"), list):
         data = [c.get("message", c) for c in data["choices"] if isinstance(c, dict)]
-    return parse_messages(data, default_role)
+    return parse_messages(data, default_role, memo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sidecar.conventions.content import (
     OPENLLMETRY,
     Message,
+    MessageMemo,
     Reading,
     Role,
     indexed,
@@ -21,7 +22,7 @@ from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
 
 
-def read_openllmetry(span: Span) -> Reading | None:
+def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     attrs = span.attributes
     kind = str_attr(attrs, "traceloop.span.kind")
     legacy = any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attrs)
@@ -33,8 +34,8 @@ def read_openllmetry(span: Span) -> Reading | None:
         return Reading(
             OPENLLMETRY,
             Role.LLM,
-            inputs=inputs if inputs is not None else genai_inputs(span),
-            outputs=outputs if outputs is not None else genai_outputs(span),
+            inputs=inputs if inputs is not None else genai_inputs(span, memo),
+            outputs=outputs if outputs is not None else genai_outputs(span, memo),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
         )
     entity = str_attr(attrs, "traceloop.entity.name")

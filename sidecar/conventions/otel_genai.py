@@ -5,6 +5,7 @@ from __future__ import annotations
 from sidecar.conventions.content import (
     OTEL_GENAI,
     Message,
+    MessageMemo,
     Reading,
     Role,
     json_text,
@@ -64,11 +65,11 @@ def genai_operation(span: Span) -> str | None:
     return None
 
 
-def genai_inputs(span: Span) -> tuple[Message, ...] | None:
+def genai_inputs(span: Span, memo: MessageMemo | None = None) -> tuple[Message, ...] | None:
     attrs = span.attributes
-    messages = parse_messages(attrs.get("gen_ai.input.messages"), "user")
+    messages = parse_messages(attrs.get("gen_ai.input.messages"), "user", memo)
     if messages is None:
-        messages = parse_messages(attrs.get("gen_ai.prompt"), "user")
+        messages = parse_messages(attrs.get("gen_ai.prompt"), "user", memo)
     if messages is None:
         from_events: list[Message] = []
         for event in span.events:
@@ -79,17 +80,17 @@ def genai_inputs(span: Span) -> tuple[Message, ...] | None:
                     from_events.append(message)
             elif event.name == "gen_ai.content.prompt":
                 from_events.extend(
-                    parse_messages(event.attributes.get("gen_ai.prompt"), "user") or ()
+                    parse_messages(event.attributes.get("gen_ai.prompt"), "user", memo) or ()
                 )
         messages = tuple(from_events) or None
     return messages
 
 
-def genai_outputs(span: Span) -> tuple[Message, ...] | None:
+def genai_outputs(span: Span, memo: MessageMemo | None = None) -> tuple[Message, ...] | None:
     attrs = span.attributes
-    messages = parse_messages(attrs.get("gen_ai.output.messages"), "assistant")
+    messages = parse_messages(attrs.get("gen_ai.output.messages"), "assistant", memo)
     if messages is None:
-        messages = parse_messages(attrs.get("gen_ai.completion"), "assistant")
+        messages = parse_messages(attrs.get("gen_ai.completion"), "assistant", memo)
     if messages is None:
         from_events: list[Message] = []
         for event in span.events:
@@ -99,7 +100,8 @@ def genai_outputs(span: Span) -> tuple[Message, ...] | None:
                     from_events.append(message)
             elif event.name == "gen_ai.content.completion":
                 from_events.extend(
-                    parse_messages(event.attributes.get("gen_ai.completion"), "assistant") or ()
+                    parse_messages(event.attributes.get("gen_ai.completion"), "assistant", memo)
+                    or ()
                 )
         messages = tuple(from_events) or None
     return messages
@@ -118,7 +120,7 @@ def _event_message(attrs: Attributes, role: str) -> Message | None:
     return message
 
 
-def read_otel_genai(span: Span) -> Reading | None:
+def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     op = genai_operation(span)
     if op is None:
         return None
@@ -127,8 +129,8 @@ def read_otel_genai(span: Span) -> Reading | None:
         return Reading(
             OTEL_GENAI,
             Role.LLM,
-            inputs=genai_inputs(span),
-            outputs=genai_outputs(span),
+            inputs=genai_inputs(span, memo),
+            outputs=genai_outputs(span, memo),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
         )
     if op == "execute_tool":
@@ -144,8 +146,8 @@ def read_otel_genai(span: Span) -> Reading | None:
         )
         return Reading(OTEL_GENAI, Role.TOOL, tool=tool)
     if op in ("invoke_agent", "create_agent", "invoke_workflow"):
-        inputs = genai_inputs(span)
-        outputs = genai_outputs(span)
+        inputs = genai_inputs(span, memo)
+        outputs = genai_outputs(span, memo)
         return Reading(
             OTEL_GENAI,
             Role.AGENT,

@@ -75,6 +75,10 @@ class Judge(Protocol):
 
     async def judge(self, rubric: Rubric, transcript: Transcript) -> JudgeResult: ...
 
+    async def wait_available(self) -> None:
+        """Return once a call may be attempted again (after ``JudgeUnavailable`` under ``pause``)."""
+        ...
+
 
 def apply_injection_policy(
     criteria: Iterable[CriterionResult], screening: Screening, policy: InjectionPolicy

@@ -195,8 +195,6 @@ class JudgeService:
             raise ValueError(f"rubric {rubric.id!r} has no judge block")
         model = rubric.judge.model
         screening = screen(request.blocks)
-        if screening.suspected:
-            self._metrics.injection_suspected.labels(rubric=rubric.id).inc()
 
         cached = self._cache.get(request.cache_key) if self._cache is not None else None
         if self._cache is not None:
@@ -249,8 +247,7 @@ class JudgeService:
         )
         for reason in sorted({c.reason or "unknown" for c in final if c.outcome is Outcome.ERROR}):
             self._metrics.judge_errors.labels(judge_model=model, reason=reason).inc()
-        if review:
-            self._metrics.review_cases.labels(rubric=rubric.id, reason=INJECTION_REVIEW).inc()
+        # Suspected and reviewed cases are counted once per case by the pipeline.
         return JudgeResult(
             criteria=final,
             judged=True,

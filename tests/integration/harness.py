@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def wait_for(
+    predicate: Callable[[], object], within: float = 60.0, what: str = "condition"
+) -> None:
+    """Poll ``predicate`` until it is truthy; fail after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out after {within}s waiting for {what}")
 
 
 # -- Kafka ---------------------------------------------------------------------------------
@@ -140,6 +152,7 @@ class SidecarProcess:
         rubrics_dir: Path,
         otlp_port: int | None = None,
         extra: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
         name: str = "sidecar",
     ) -> None:
         self.metrics_port = free_port()
@@ -161,9 +174,10 @@ class SidecarProcess:
             "otel": {"enabled": otlp_port is not None},
         }
         for key, value in (extra or {}).items():
-            config.setdefault(key, {}).update(value) if isinstance(
-                value, dict
-            ) else config.__setitem__(key, value)
+            if isinstance(value, dict):
+                config.setdefault(key, {}).update(value)
+            else:
+                config[key] = value
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.env = {
@@ -177,6 +191,7 @@ class SidecarProcess:
                 OTEL_EXPORTER_OTLP_INSECURE="true",
                 OTEL_BSP_SCHEDULE_DELAY="200",
             )
+        self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> SidecarProcess:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,19 +16,11 @@ from tests.integration.harness import (
     create_topics,
     produce,
     verdicts_from,
+    wait_for,
 )
 from tests.integration.scenario import expected_outcome, make_feed, write_rubrics
 
 pytestmark = [pytest.mark.kafka]
-
-
-async def _wait_for(predicate, within: float = 60.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -57,8 +48,8 @@ async def test_verdicts_reach_spans_records_and_metrics(
         await produce(kafka_bootstrap, topic, feed.records)
         records = await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases))
         verdicts = verdicts_from(records)
-        await _wait_for(lambda: len(otlp.spans()) >= len(feed.cases), 30, "verdict spans")
-        await _wait_for(
+        await wait_for(lambda: len(otlp.spans()) >= len(feed.cases), 30, "verdict spans")
+        await wait_for(
             lambda: sidecar.metric("sidecar_cases_total") >= len(feed.cases), 10, "metrics"
         )
 
@@ -158,8 +149,8 @@ async def test_nothing_lost_500_traces_over_many_records(
         verdicts = verdicts_from(
             await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=500, within=120)
         )
-        await _wait_for(lambda: len(otlp.spans()) >= 500, 30, "500 verdict spans")
-        await _wait_for(lambda: sidecar.metric("sidecar_cases_total") >= 500, 10, "metrics")
+        await wait_for(lambda: len(otlp.spans()) >= 500, 30, "500 verdict spans")
+        await wait_for(lambda: sidecar.metric("sidecar_cases_total") >= 500, 10, "metrics")
         assert len(verdicts) == 500
         assert {v["trace_id"] for v in verdicts} == feed.trace_ids
         assert len(otlp.spans()) == 500
@@ -235,7 +226,7 @@ async def test_kill_mid_stream_and_restart_loses_nothing(
     try:
         half = len(feed.records) // 2
         await produce(kafka_bootstrap, topic, feed.records[:half])
-        await _wait_for(lambda: first.metric("sidecar_cases_total") >= 20, 60, "first verdicts")
+        await wait_for(lambda: first.metric("sidecar_cases_total") >= 20, 60, "first verdicts")
         first.kill()  # abrupt: no commit, no flush
     finally:
         first.__exit__()
@@ -288,7 +279,7 @@ async def test_two_replicas_split_partitions_exactly_once_in_steady_state(
         ) as b,
     ):
         # Steady state: both members hold partitions before traffic starts.
-        await _wait_for(
+        await wait_for(
             lambda: _partitions(a) and _partitions(b) and len(_partitions(a) | _partitions(b)) == 3,
             60,
             "both replicas assigned",

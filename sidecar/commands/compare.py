@@ -1,0 +1,365 @@
+"""``sidecar compare``: is the candidate's answer better than the baseline's?
+
+    sidecar compare --pairs FILE --model MODEL [--instructions TEXT | --instructions-file F]
+                    [--config FILE] [--json OUT] [--concurrency N] [--confidence Z]
+
+The pairs file holds JSON lines ``{"id", "prompt", "candidate", "baseline"}``
+(other keys are ignored). Each pair is judged twice by the configured judge
+backend (``judge:`` settings, as for ``sidecar run``): the candidate first as
+answer A, then as answer B. Only a win named in both orders counts; a pair
+where the judge followed the position, or changed its mind, is reported as
+position-biased (:mod:`sidecar.calibrate.compare`). The win rate is candidate
+wins over consistent decisive pairs, with its Wilson interval.
+
+Each request is built by :mod:`sidecar.judge.pairwise` (fresh nonce, fenced
+and neutralised data, strict answer parsing). Timeouts, transport errors, 408,
+429 and 5xx are retried with exponential backoff up to ``judge.max_attempts``
+attempts; any other failure, a blocked or truncated answer and a malformed
+answer make that order ERROR, and the pair an error. Pairs whose text trips
+the injection screener are listed, not changed.
+
+Prints a summary (to stderr when the JSON goes to stdout with ``--json -``)
+and writes the JSON report. Exit 0 when the comparison ran, 2 on a usage
+error or when no judge credentials are configured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from sidecar.adapters.judge_backends import make_backend
+from sidecar.calibrate.calibrate import InputFileError
+from sidecar.calibrate.compare import CompareReport, Pair, PairOutcome, compare
+from sidecar.calibrate.report import fmt
+from sidecar.commands.calibrate import consoles, read_lines
+from sidecar.errors import ConfigError, JudgeUnavailable
+from sidecar.judge.limits import Backoff
+from sidecar.judge.pairwise import (
+    DEFAULT_INSTRUCTIONS,
+    Winner,
+    build_pairwise_request,
+    parse_pairwise,
+    screen_pair,
+)
+from sidecar.judge.prompt import JudgeRequest
+from sidecar.judge.service import BLOCKED, RETRIABLE, TRUNCATED, Backend, BackendReply
+from sidecar.settings import load_settings
+from sidecar.wiring import judge_configured, judge_credentials_hint
+
+Sleep = Callable[[float], Awaitable[None]]
+
+# Position-biased case ids printed in the summary; the JSON lists them all.
+SUMMARY_CASES = 10
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="judge candidate vs baseline answers pairwise, in both orders",
+        description=(
+            "Judge each candidate/baseline pair twice with the order swapped; only wins named in "
+            "both orders count, the rest is reported as ties, position-biased or errors."
+        ),
+    )
+    parser.add_argument(
+        "--pairs",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help='pairs as JSON lines {"id", "prompt", "candidate", "baseline"}',
+    )
+    parser.add_argument("--model", required=True, help="judge model, e.g. gemini-2.5-flash")
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--instructions", metavar="TEXT", help="the comparison criterion")
+    given.add_argument(
+        "--instructions-file", type=Path, metavar="F", help="read the comparison criterion here"
+    )
+    parser.add_argument("--config", type=Path, help="YAML settings file (judge backend settings)")
+    parser.add_argument(
+        "--json", dest="json_out", metavar="OUT", help="write the JSON report ('-' for stdout)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="pairs judged at once (default: judge.concurrency from the settings)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        metavar="Z",
+        help="confidence of the Wilson interval on the win rate (default 0.95)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def parse_pairs(lines: Iterable[str], source: str) -> list[Pair]:
+    """Pairs from JSON lines; blank lines are skipped, anything else malformed is an error."""
+    pairs: list[Pair] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise InputFileError(f"{where}: not JSON: {exc}") from exc
+        if not isinstance(item, dict):
+            raise InputFileError(f"{where}: expected a JSON object")
+        case_id = item.get("id")
+        if isinstance(case_id, int) and not isinstance(case_id, bool):
+            case_id = str(case_id)
+        if not isinstance(case_id, str) or not case_id:
+            raise InputFileError(f'{where}: "id" must be a non-empty string')
+        for key in ("prompt", "candidate", "baseline"):
+            if not isinstance(item.get(key), str):
+                raise InputFileError(f'{where}: "{key}" must be a string')
+        if case_id in seen:
+            raise InputFileError(f"{where}: duplicate id {case_id!r}")
+        seen.add(case_id)
+        pairs.append(Pair(case_id, item["prompt"], item["candidate"], item["baseline"]))
+    if not pairs:
+        raise InputFileError(f"{source}: no pairs")
+    return pairs
+
+
+class PairJudge:
+    """``judge_pair`` for :func:`compare`: one backend call per order, retried with backoff.
+
+    Never raises for a failed call: the order becomes ``ERROR`` and its reason
+    is counted in ``errors`` (a backend reason such as ``http_429``, ``blocked``,
+    ``truncated``, or a parse reason of :mod:`sidecar.judge.pairwise`).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        model: str,
+        instructions: str,
+        *,
+        max_attempts: int,
+        backoff: Backoff,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.errors: Counter[str] = Counter()
+        self._backend = backend
+        self._model = model
+        self._instructions = instructions
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+        self._sleep = sleep
+
+    async def __call__(self, prompt: str, answer_a: str, answer_b: str) -> Winner:
+        request = build_pairwise_request(prompt, answer_a, answer_b, self._instructions)
+        try:
+            reply = await self._generate(request)
+        except JudgeUnavailable as exc:
+            self.errors[exc.reason] += 1
+            return "ERROR"
+        if reply.blocked or reply.truncated:
+            self.errors[BLOCKED if reply.blocked else TRUNCATED] += 1
+            return "ERROR"
+        answer = parse_pairwise(reply.text)
+        if answer.reason is not None:
+            self.errors[answer.reason] += 1
+        return answer.winner
+
+    async def _generate(self, request: JudgeRequest) -> BackendReply:
+        retries = 0
+        while True:
+            try:
+                return await self._backend.generate(self._model, request)
+            except JudgeUnavailable as exc:
+                retries += 1
+                if exc.reason not in RETRIABLE or retries >= self._max_attempts:
+                    raise
+                await self._sleep(self._backoff.delay(retries - 1))
+
+
+def _instructions(args: argparse.Namespace) -> str:
+    if args.instructions_file is not None:
+        try:
+            text: str = args.instructions_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputFileError(
+                f"{args.instructions_file}: cannot read: {exc.strerror or exc}"
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise InputFileError(f"{args.instructions_file}: not UTF-8 text") from exc
+    elif args.instructions is not None:
+        text = args.instructions
+    else:
+        return DEFAULT_INSTRUCTIONS
+    if not text.strip():
+        raise InputFileError("the comparison instructions are empty")
+    return text.strip()
+
+
+def summary_lines(
+    report: CompareReport,
+    model: str,
+    errors: Mapping[str, int],
+    suspected: Mapping[str, tuple[str, ...]],
+) -> list[str]:
+    data = report.to_json()
+    counts = data["outcomes"]
+    share = f"{report.confidence:.0%}"
+    decisive = data["candidate_wins"] + data["baseline_wins"]
+    if report.win_rate is None:
+        rate = "n/a (no consistent decisive pair)"
+    else:
+        rate = (
+            f"{fmt(report.win_rate)}  ({share} Wilson {fmt(data['win_rate_lower_bound'])} to "
+            f"{fmt(data['win_rate_upper_bound'])}, over {decisive} consistent decisive pairs)"
+        )
+    lines = [
+        f"Pairwise comparison: {data['pairs']} pairs judged in both orders by {model}",
+        f"  candidate wins    {data['candidate_wins']}",
+        f"  baseline wins     {data['baseline_wins']}",
+        f"  ties              {data['ties']}",
+        f"  position-biased   {data['position_biased']}  "
+        f"(A both times {counts[PairOutcome.POSITION_FIRST.value]}, "
+        f"B both times {counts[PairOutcome.POSITION_SECOND.value]}, "
+        f"inconsistent {counts[PairOutcome.INCONSISTENT.value]})",
+        f"  errors            {data['errors']}",
+        f"  win rate          {rate}",
+    ]
+    biased = data["position_biased_cases"]
+    if biased:
+        shown = ", ".join(
+            f"{c['case_id']} ({c['first']}, {c['second']})" for c in biased[:SUMMARY_CASES]
+        )
+        more = f" and {len(biased) - SUMMARY_CASES} more" if len(biased) > SUMMARY_CASES else ""
+        lines.append(f"position-biased: {shown}{more}")
+    if errors:
+        lines.append("error reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items())))
+    if suspected:
+        lines.append(
+            "injection suspected (verdicts kept): "
+            + "; ".join(f"{case} ({', '.join(signals)})" for case, signals in suspected.items())
+        )
+    return lines
+
+
+def json_document(
+    report: CompareReport,
+    args: argparse.Namespace,
+    instructions: str,
+    errors: Mapping[str, int],
+    suspected: Mapping[str, tuple[str, ...]],
+) -> dict[str, Any]:
+    return {
+        "model": args.model,
+        "pairs_file": str(args.pairs),
+        "instructions": instructions,
+        **report.to_json(),
+        "error_reasons": dict(sorted(errors.items())),
+        "injection_suspected_cases": [
+            {"case_id": case, "signals": list(signals)} for case, signals in suspected.items()
+        ],
+        "results": [
+            {
+                "case_id": r.case_id,
+                "first": r.first.value,
+                "second": r.second.value,
+                "outcome": r.outcome.value,
+            }
+            for r in report.results
+        ],
+    }
+
+
+async def _judge_all(
+    backend: Backend,
+    judge_pair: PairJudge,
+    pairs: list[Pair],
+    concurrency: int,
+    confidence: float,
+) -> CompareReport:
+    try:
+        return await compare(pairs, judge_pair, concurrency=concurrency, confidence=confidence)
+    finally:
+        await backend.aclose()
+
+
+def _write(path: str, text: str, stdout: TextIO) -> None:
+    if path == "-":
+        stdout.write(text)
+        return
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+
+
+def _fail(message: object) -> int:
+    print(f"sidecar compare: {message}", file=sys.stderr)
+    return 2
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    sleep: Sleep = asyncio.sleep,
+    rand: Callable[[], float] = random.random,
+) -> int:
+    """The command; ``environ``, ``sleep`` and ``rand`` are seams for tests."""
+    _, err = consoles()
+    try:
+        if args.concurrency is not None and args.concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+        if not 0.0 < args.confidence < 1.0:
+            raise ValueError(f"--confidence must be between 0 and 1, got {args.confidence}")
+        instructions = _instructions(args)
+        pairs = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
+        settings = load_settings(args.config).judge
+    except (InputFileError, ConfigError, ValueError) as exc:
+        return _fail(exc)
+    if not judge_configured(settings, environ):
+        return _fail(judge_credentials_hint())
+    try:
+        backend = make_backend(settings, environ)
+    except ValueError as exc:  # google-genai refuses to start without its credentials
+        return _fail(f"{judge_credentials_hint()} ({exc})")
+    judge_pair = PairJudge(
+        backend,
+        args.model,
+        instructions,
+        max_attempts=settings.max_attempts,
+        backoff=Backoff(settings.backoff_base_s, settings.backoff_max_s, rand),
+        sleep=sleep,
+    )
+    suspected = {
+        pair.case_id: screening.signals
+        for pair in pairs
+        if (screening := screen_pair(pair.prompt, pair.candidate, pair.baseline)).suspected
+    }
+    concurrency = args.concurrency or settings.concurrency
+    report = asyncio.run(_judge_all(backend, judge_pair, pairs, concurrency, args.confidence))
+
+    # With the JSON on stdout the summary goes to stderr so the JSON stays parseable.
+    out = sys.stderr if args.json_out == "-" else sys.stdout
+    for line in summary_lines(report, args.model, judge_pair.errors, suspected):
+        print(line, file=out)
+    if args.json_out:
+        document = json_document(report, args, instructions, judge_pair.errors, suspected)
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+        try:
+            _write(args.json_out, text, sys.stdout)
+        except InputFileError as exc:
+            return _fail(exc)
+    return 0

@@ -1,0 +1,244 @@
+"""The ``sidecar`` command line: help, ``rubrics check``, configuration errors, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar import __version__
+from sidecar.cli import COMMANDS, main
+from sidecar.commands.demo import demo_data
+from sidecar.rubric import load_rubrics
+
+REPO = Path(__file__).resolve().parents[1]
+
+VALID = """\
+id: valid
+version: "1"
+checks:
+  - {name: allowed, type: tool_allowlist, tools: [lookup_order]}
+"""
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``sidecar ARGV``, usage errors from argparse included."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- help and usage ---------------------------------------------------------------------
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    assert out.startswith("usage: sidecar")
+    assert {"run", "replay", "demo", "rubrics"} <= set(COMMANDS)
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("    ")}
+    assert set(COMMANDS) <= listed
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--version")
+    assert (code, out.strip()) == (0, f"sidecar {__version__}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["frobnicate"], "invalid choice: 'frobnicate'", id="unknown-command"),
+        pytest.param([], "usage: sidecar", id="no-command"),
+        pytest.param(["rubrics"], "ACTION", id="rubrics-without-action"),
+        pytest.param(["rubrics", "lint", "rubrics"], "invalid choice: 'lint'", id="unknown-action"),
+        pytest.param(["run", "--no-such-flag"], "unrecognized arguments", id="unknown-flag"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert message in err
+
+
+# --- rubrics check ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "directory",
+    [
+        pytest.param(REPO / "rubrics", id="repository-rubrics"),
+        pytest.param(demo_data()[1], id="demo-rubrics"),
+    ],
+)
+def test_rubrics_check_prints_each_rubric(
+    directory: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(capsys, "rubrics", "check", directory)
+    assert (code, err) == (0, "")
+    rubrics = load_rubrics(directory)
+    lines = out.splitlines()
+    assert len(lines) == len(rubrics) >= 2
+    for line, rubric in zip(lines, rubrics, strict=True):
+        assert line.startswith(f"ok  {rubric.id} v{rubric.version}: {len(rubric.checks)} checks")
+
+
+CRITERION = (
+    "    - {name: c, definition: d, pass_example: p, fail_example: f}\n"  # a valid criterion
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        pytest.param("id: x\nchecks: []\n", "version: Field required", id="no-version"),
+        pytest.param(
+            'id: x\nversion: "1"\nchekcs: []\n', "chekcs: Extra inputs", id="misspelled-field"
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\nchecks: [{name: a, type: tool_allowlist}]\n',
+            "checks.0.tool_allowlist.tools: Field required",
+            id="check-without-tools",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\nchecks: [{name: a, type: tool_blocklist, tools: []}]\n',
+            "checks.0: Input tag 'tool_blocklist'",
+            id="unknown-check-type",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\nchecks: [{name: a, type: answer_regex, must_match: "(["}]\n',
+            "checks.0.answer_regex: Value error, bad regular expression",
+            id="bad-regex",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\n'
+            "checks: [{name: a, type: tool_arguments, tool: t, schema: {type: 12}}]\n",
+            "checks.0.tool_arguments.schema: Value error, not a valid JSON Schema",
+            id="bad-json-schema",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\nsampling: {judge_ratio: 1.5}\n',
+            "sampling.judge_ratio: Input should be less than or equal to 1",
+            id="ratio-above-one",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\njudge:\n  model: m\n  instructions: i\n  criteria:\n'
+            "    - {name: c, definition: d, pass_example: p}\n",
+            "judge.criteria.0.fail_example: Field required",
+            id="criterion-without-fail-example",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\njudge:\n  model: m\n  instructions: i\n  criteria:\n'
+            + CRITERION
+            + CRITERION,
+            "judge.criteria: Value error, duplicate criterion name 'c'",
+            id="duplicate-criterion",
+        ),
+        pytest.param("id: x\nversion: [1\n", "not valid YAML", id="not-yaml"),
+        pytest.param("- just\n- a list\n", "(top level): expected a mapping", id="not-a-mapping"),
+    ],
+)
+def test_rubrics_check_names_file_and_field(
+    text: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.yaml").write_text(VALID, encoding="utf-8")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text, encoding="utf-8")
+    code, out, err = run_cli(capsys, "rubrics", "check", tmp_path)
+    assert code == 1
+    assert out == ""
+    assert f"{broken}: {where}" in err
+    assert "good.yaml" not in err
+
+
+@pytest.mark.parametrize(
+    ("files", "code", "message"),
+    [
+        pytest.param(
+            {"a.yaml": VALID, "b.yml": VALID},
+            1,
+            "rubric id 'valid' is used by 2 files",
+            id="dup-id",
+        ),
+        pytest.param({"notes.txt": VALID}, 1, "no rubric files (*.yaml) found", id="no-yaml"),
+        pytest.param(None, 2, "not a directory of rubric files", id="missing-directory"),
+    ],
+)
+def test_rubrics_check_directory_problems(
+    files: dict[str, str] | None,
+    code: int,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    directory = tmp_path / "rubrics"
+    if files is not None:
+        directory.mkdir()
+        for name, text in files.items():
+            (directory / name).write_text(text, encoding="utf-8")
+    got, out, err = run_cli(capsys, "rubrics", "check", directory)
+    assert (got, out) == (code, "")
+    assert message in err
+
+
+# --- run: configuration errors stop start-up with exit 2 and one message --------------
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "message"),
+    [
+        pytest.param(None, {}, "missing.yaml: cannot read configuration", id="missing-file"),
+        pytest.param("- a\n- b\n", {}, "expected a mapping of settings", id="top-level-list"),
+        pytest.param(
+            "kafka: {encoding: xml}\n", {}, "kafka.encoding: Input should be", id="bad-value"
+        ),
+        pytest.param("kafak: {topic: x}\n", {}, "kafak: Extra inputs", id="misspelled-section"),
+        pytest.param(
+            "metrics: {port: 9464}\n",
+            {"SIDECAR_METRICS__PORT": "not-a-port"},
+            "metrics.port: Input should be a valid integer",
+            id="environment-overrides-file",
+        ),
+        pytest.param(
+            "rubrics_dir: no-such-rubrics\n", {}, "not a directory of rubric files", id="no-rubrics"
+        ),
+    ],
+)
+def test_run_with_bad_configuration_exits_2_with_one_message(
+    config: str | None,
+    env: dict[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / ("missing.yaml" if config is None else "config.yaml")
+    if config is not None:
+        path.write_text(config, encoding="utf-8")
+    code, out, err = run_cli(capsys, "run", "--config", path)
+    assert code == 2
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("sidecar: ")
+    assert message in line
+
+
+def test_run_with_invalid_yaml_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("kafka: [not, a, mapping\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "run", "--config", path)
+    assert (code, out) == (2, "")
+    # PyYAML's own message follows on the next lines, with line and column.
+    assert err.splitlines()[0] == f"sidecar: {path}: not valid YAML: while parsing a flow sequence"
+    assert "line 1, column 8" in err

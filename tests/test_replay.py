@@ -1,0 +1,371 @@
+"""``sidecar replay``: every input format, the records on stdout, the summary and exit codes.
+
+The same traces are written as OTLP/JSON lines, one pretty-printed OTLP/JSON
+document, a single binary ``ExportTraceServiceRequest`` and the Collector file
+exporter's proto format (each message after its length as a 4-byte big-endian
+unsigned integer, as ``exportMessageAsBuffer`` in the exporter writes it), and
+must give identical verdict records. Binary requests come from the OTel SDK's
+own OTLP encoder; the JSON forms are converted from them here, independently
+of sidecar's code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict, ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from sidecar.cli import main
+from sidecar.commands.demo import demo_data
+from tests.agents.adk_agent import encode_request, split_requests
+from tests.agents.genai_spans import GenAICase, make_cases
+
+DEMO_TRACES, DEMO_RUBRICS = demo_data()
+EXPECTED = json.loads((DEMO_TRACES.parent / "expected.json").read_text(encoding="utf-8"))
+
+# DESIGN 7: the keys of a verdict record.
+RECORD_KEYS = {
+    "id",
+    "trace_id",
+    "root_span_id",
+    "rubric_id",
+    "rubric_version",
+    "judge_model",
+    "agent",
+    "agent_version",
+    "outcome",
+    "judged",
+    "sample_reason",
+    "injection_suspected",
+    "review",
+    "checks",
+    "criteria",
+}
+_ID_KEYS = {"traceId", "spanId", "parentSpanId"}
+
+
+@pytest.fixture(autouse=True)
+def no_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def replay(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, list[str], str]:
+    """Run ``sidecar replay``; (exit code, stdout lines, stderr)."""
+    try:
+        code = main(["replay", *map(str, argv)])
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def records(lines: Sequence[str]) -> list[dict[str, Any]]:
+    return sorted(
+        (json.loads(line) for line in lines), key=lambda r: (r["trace_id"], r["rubric_id"])
+    )
+
+
+# --- format conversions (test side, not sidecar's) --------------------------------------
+
+
+def _map_ids(node: object, convert: Callable[[str], str]) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _ID_KEYS and isinstance(value, str) and value:
+                node[key] = convert(value)
+            else:
+                _map_ids(value, convert)
+    elif isinstance(node, list):
+        for item in node:
+            _map_ids(item, convert)
+
+
+def proto_to_otlp_json(payload: bytes) -> dict[str, Any]:
+    """OTLP/JSON of a binary request: the protobuf JSON mapping, but ids in hex."""
+    document = MessageToDict(ExportTraceServiceRequest.FromString(payload))
+    _map_ids(document, lambda v: base64.b64decode(v).hex())
+    return document
+
+
+def otlp_json_to_proto(line: str) -> bytes:
+    document = json.loads(line)
+    _map_ids(document, lambda v: base64.b64encode(bytes.fromhex(v)).decode("ascii"))
+    return bytes(ParseDict(document, ExportTraceServiceRequest()).SerializeToString())
+
+
+def length_prefixed(messages: Sequence[bytes]) -> bytes:
+    return b"".join(struct.pack(">I", len(m)) + m for m in messages)
+
+
+def json_lines(documents: Sequence[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(d, separators=(",", ":")).encode() + b"\n" for d in documents)
+
+
+def demo_lines() -> list[str]:
+    return [line for line in DEMO_TRACES.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def line_trace_id(line: str) -> str:
+    for resource_spans in json.loads(line)["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                return str(span["traceId"]).lower()
+    raise AssertionError("line without spans")
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[GenAICase]:
+    # Seed 2 mixes passing traces with every kind of violation the generator makes.
+    return make_cases(16, seed=2)
+
+
+# --- the same traces in every format ----------------------------------------------------
+
+
+def write_generated(cases: Sequence[GenAICase], fmt: str, path: Path) -> Path:
+    # Each trace over two requests, as a batching exporter sends them.
+    messages = [m for case in cases for m in split_requests(case.spans, 2)]
+    everything = encode_request([s for case in cases for s in case.spans])
+    match fmt:
+        case "json_lines":
+            path.write_bytes(json_lines([proto_to_otlp_json(m) for m in messages]))
+        case "json_document":
+            path.write_text(json.dumps(proto_to_otlp_json(everything), indent=2), encoding="utf-8")
+        case "proto_request":
+            path.write_bytes(everything)
+        case "proto_file_exporter":
+            path.write_bytes(length_prefixed(messages))
+    return path
+
+
+FORMATS = ["json_lines", "json_document", "proto_request", "proto_file_exporter"]
+
+
+def test_generated_traces_give_identical_records_in_every_format(
+    cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = {}
+    for fmt in FORMATS:
+        path = write_generated(cases, fmt, tmp_path / f"traces.{fmt}")
+        code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+        assert code == 0, err
+        assert "undecodable" not in err
+        results[fmt] = records(lines)
+    assert len(results["json_lines"]) == len(cases)
+    for fmt in FORMATS[1:]:
+        assert results[fmt] == results["json_lines"], fmt
+
+
+def test_generated_traces_fail_the_checks_they_were_built_to_fail(
+    cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_generated(cases, "proto_file_exporter", tmp_path / "traces.bin")
+    _, lines, _ = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    by_trace = {r["trace_id"]: r for r in records(lines)}
+    for case in cases:
+        failed = {c["name"] for c in by_trace[case.trace_id]["checks"] if c["outcome"] == "FAIL"}
+        assert failed == case.expected_failures, case.kind
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        pytest.param("proto_request", id="one-binary-request-per-line"),
+        pytest.param("proto_file_exporter", id="file-exporter-proto"),
+    ],
+)
+def test_demo_traces_converted_to_protobuf_give_the_same_records(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [otlp_json_to_proto(line) for line in demo_lines()]
+    _, json_records, _ = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS)
+    if fmt == "proto_request":
+        # One binary request per file, all files in one replay.
+        paths = []
+        for index, message in enumerate(messages):
+            paths.append(tmp_path / f"request-{index}.bin")
+            paths[-1].write_bytes(message)
+    else:
+        paths = [tmp_path / "traces.bin"]
+        paths[0].write_bytes(length_prefixed(messages))
+    code, lines, err = replay(capsys, *paths, "--rubrics", DEMO_RUBRICS)
+    assert code == 1, err
+    assert records(lines) == records(json_records)
+    assert len(lines) == len(EXPECTED)
+
+
+def test_pretty_printed_document_and_its_binary_twin(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The opentelemetry-proto example request, in its JSON and binary forms.
+    rubrics = tmp_path / "rubrics"
+    rubrics.mkdir()
+    (rubrics / "example.yaml").write_text(
+        "id: example\nversion: '1'\napplies_to: {service.name: my.service}\n"
+        "checks:\n  - {name: no_errors, type: no_error_spans}\n",
+        encoding="utf-8",
+    )
+    pretty = shared_data / "otlp_proto_examples_trace.json"
+    assert pretty.read_text(encoding="utf-8").startswith("{\n")
+    results = []
+    for name in ("otlp_proto_examples_trace.json", "otlp_proto_examples_trace.protobuf-bin"):
+        code, lines, err = replay(capsys, shared_data / name, "--rubrics", rubrics)
+        assert code == 0, err
+        assert "1 records, 1 spans, 1 traces, 1 verdicts (acceptable 1)" in err
+        results.append(records(lines))
+    assert results[0] == results[1]
+    (record,) = results[0]
+    # Upper-case hex ids in the JSON example come out lower-case.
+    assert record["trace_id"] == "5b8efff798038103d269b633813fc60c"
+    assert record["root_span_id"] == "eee19b7ec3c1b174"
+    assert record["agent"] == "my.service"
+
+
+# --- stdout, stderr, exit codes ---------------------------------------------------------
+
+
+def test_stdout_is_verdict_records_and_summary_is_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, err = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS)
+    assert code == 1
+    assert len(lines) == len(EXPECTED)
+    for record in map(json.loads, lines):
+        assert record.keys() >= RECORD_KEYS
+        assert record["outcome"] in {"acceptable", "unacceptable", "errored"}
+        assert record["judged"] is False
+        assert record["sample_reason"] == "judge_disabled"
+        assert all(set(c) == {"name", "outcome", "gate", "detail"} for c in record["checks"])
+        assert all(c["outcome"] == "SKIPPED" for c in record["criteria"])
+        assert len(record["id"]) == 64
+    assert err.splitlines()[0] == (
+        "replay: 1 files, 14 records, 86 spans, 13 traces, 13 verdicts "
+        "(acceptable 6, unacceptable 7); judged 0 (judge off: no credentials); "
+        "0 traces matched no rubric"
+    )
+
+
+def _acceptable_only(tmp_path: Path) -> Path:
+    keep = [line for line in demo_lines() if not EXPECTED[line_trace_id(line)]["failing_checks"]]
+    path = tmp_path / "acceptable.jsonl"
+    path.write_text("\n".join(keep) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("acceptable_only", "flags", "expected_code"),
+    [
+        pytest.param(False, [], 1, id="unacceptable-case-exits-1"),
+        pytest.param(False, ["--exit-zero"], 0, id="exit-zero"),
+        pytest.param(True, [], 0, id="all-acceptable-exits-0"),
+    ],
+)
+def test_exit_code(
+    acceptable_only: bool,
+    flags: list[str],
+    expected_code: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = _acceptable_only(tmp_path) if acceptable_only else DEMO_TRACES
+    code, lines, _ = replay(capsys, path, "--rubrics", DEMO_RUBRICS, *flags)
+    assert code == expected_code
+    assert lines
+
+
+def _corrupt(lines: list[str], position: int, bad: str) -> Iterator[str]:
+    yield from lines[:position]
+    yield bad
+    yield from lines[position:]
+
+
+@pytest.mark.parametrize(
+    ("position", "bad", "reason"),
+    [
+        pytest.param(0, "not json at all", "bad_json", id="garbage-first-line"),
+        pytest.param(5, '{"resourceSpans": [{"scopeSpans": [{"sp', "bad_json", id="truncated-line"),
+        pytest.param(
+            14, '{"resourceSpans": "nope"}', "bad_json: malformed", id="json-but-not-otlp-last"
+        ),
+        pytest.param(3, "[1, 2, 3]", "bad_json", id="json-array"),
+    ],
+)
+def test_undecodable_line_is_reported_and_skipped(
+    position: int, bad: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(_corrupt(demo_lines(), position, bad)) + "\n", encoding="utf-8")
+    code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS)
+    assert code == 1
+    assert len(lines) == len(EXPECTED)
+    (problem,) = [line for line in err.splitlines() if "undecodable" in line]
+    assert problem.startswith(f"replay: skipped undecodable record {path}:{position + 1}: {reason}")
+    assert "15 records, 86 spans, 13 traces" in err
+
+
+def test_corrupt_message_in_file_exporter_proto_is_one_bad_record(
+    cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [encode_request(case.spans) for case in cases]
+    # A length-delimited field claiming more bytes than the message holds.
+    broken = b"\x0a\xff\xff\xff\x0f" + b"\x00" * 8
+    path = tmp_path / "traces.bin"
+    path.write_bytes(length_prefixed([*messages[:3], broken, *messages[3:]]))
+    code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    assert code == 0
+    assert len(lines) == len(cases)
+    assert f"skipped undecodable record {path}#4: bad_protobuf" in err
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.jsonl"
+    code, lines, err = replay(capsys, DEMO_TRACES, missing, "--rubrics", DEMO_RUBRICS)
+    assert code == 2
+    assert lines == []
+    assert err.splitlines() == [
+        f"sidecar: {missing}: no such file; give OTLP/JSON lines or OTLP protobuf files"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        pytest.param(None, "not a directory of rubric files", id="missing-directory"),
+        pytest.param({}, "no rubric files", id="empty-directory"),
+        pytest.param(
+            {"bad.yaml": "id: bad\nversion: '1'\nchecks: [{name: x, type: nope}]\n"},
+            "bad.yaml: checks.0",
+            id="broken-rubric",
+        ),
+    ],
+)
+def test_bad_rubric_directory_is_a_usage_error(
+    files: dict[str, str] | None,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    directory = tmp_path / "rubrics"
+    if files is not None:
+        directory.mkdir()
+        for name, text in files.items():
+            (directory / name).write_text(text, encoding="utf-8")
+    code, lines, err = replay(capsys, DEMO_TRACES, "--rubrics", directory)
+    assert code == 2
+    assert lines == []
+    assert err.startswith("sidecar: ")
+    assert message in err
+
+
+def test_no_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, err = replay(capsys)
+    assert code == 2
+    assert "PATH" in err
