@@ -159,6 +159,8 @@ class Service:
                 await labels.stop()
             await self.source.stop()
             await self.sink.stop()
+            if self.judge is not None:
+                await self.judge.aclose()
             self.spans.flush()
             await self.server.stop()
 

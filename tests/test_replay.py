@@ -367,5 +367,6 @@ def test_bad_rubric_directory_is_a_usage_error(
 
 def test_no_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, err = replay(capsys)
+    assert lines == []
     assert code == 2
     assert "PATH" in err

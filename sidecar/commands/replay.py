@@ -13,6 +13,7 @@ from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
 from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
 from sidecar.settings import load_settings
+from sidecar.verdict import Verdict
 from sidecar.wiring import build_judge, build_screener
 
 
@@ -51,11 +52,17 @@ def handle(args: argparse.Namespace) -> int:
     )
     summary = ReplaySummary()
     traces = collect_traces(args.paths, summary)
-    verdicts = asyncio.run(
-        evaluate_traces(
-            traces, rubrics, sampler, judge=judge, screener=build_screener(), summary=summary
-        )
-    )
+
+    async def evaluate() -> list[Verdict]:
+        try:
+            return await evaluate_traces(
+                traces, rubrics, sampler, judge=judge, screener=build_screener(), summary=summary
+            )
+        finally:
+            if judge is not None:
+                await judge.aclose()
+
+    verdicts = asyncio.run(evaluate())
     out = sys.stdout
     for verdict in verdicts:
         out.write(verdict.to_json() + "\n")

@@ -79,6 +79,10 @@ class Judge(Protocol):
         """Return once a call may be attempted again (after ``JudgeUnavailable`` under ``pause``)."""
         ...
 
+    async def aclose(self) -> None:
+        """Release HTTP connections."""
+        ...
+
 
 def apply_injection_policy(
     criteria: Iterable[CriterionResult], screening: Screening, policy: InjectionPolicy
