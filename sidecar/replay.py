@@ -9,7 +9,8 @@ Accepted inputs, detected per file:
 - a single binary ``ExportTraceServiceRequest``.
 
 Every trace in the input is decided at end of input (reason ``flush``) unless
-it completed earlier; undecodable lines are reported, never fatal.
+it completed earlier; an undecodable line or message is reported and skipped,
+never fatal.
 """
 
 from __future__ import annotations

@@ -68,6 +68,9 @@ def handle(args: argparse.Namespace) -> int:
         out.write(verdict.to_json() + "\n")
     out.flush()
     _print_summary(summary, judge_on=judge is not None)
+    if summary.records and len(summary.bad_records) == summary.records:
+        print("replay: no record could be decoded; is this OTLP?", file=sys.stderr)
+        return 1
     if summary.outcomes.get("unacceptable") and not args.exit_zero:
         return 1
     return 0
