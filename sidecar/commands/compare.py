@@ -331,6 +331,11 @@ def run(
         return _fail(exc)
     if not judge_configured(settings, environ):
         return _fail(judge_credentials_hint())
+    suspected = {
+        pair.case_id: screening.signals
+        for pair in pairs
+        if (screening := screen_pair(pair.prompt, pair.candidate, pair.baseline)).suspected
+    }
     try:
         backend = make_backend(settings, environ)
     except ValueError as exc:  # google-genai refuses to start without its credentials
@@ -343,11 +348,6 @@ def run(
         backoff=Backoff(settings.backoff_base_s, settings.backoff_max_s, rand),
         sleep=sleep,
     )
-    suspected = {
-        pair.case_id: screening.signals
-        for pair in pairs
-        if (screening := screen_pair(pair.prompt, pair.candidate, pair.baseline)).suspected
-    }
     concurrency = args.concurrency or settings.concurrency
     report = asyncio.run(_judge_all(backend, judge_pair, pairs, concurrency, args.confidence))
 

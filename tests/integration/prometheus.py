@@ -53,7 +53,11 @@ class PrometheusProcess:
         self.config_path = workdir / "prometheus.yml"
         self.storage = workdir / "tsdb"
         config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}],
         }

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from tests.agents.adk_agent import split_requests
 from tests.agents.genai_spans import ToolCallSpec, make_genai_trace, recorder
 from tests.gemini_server import JudgeServer, Reply, gemini_json
 from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
@@ -183,7 +183,7 @@ def wave_turns(wave: int) -> list[Turn]:
 
 
 def record_turn(turn: Turn, wave: int) -> tuple[str, list[bytes]]:
-    """Record the turn with the OTel SDK; (trace id, two OTLP protobuf requests)."""
+    """Record the turn with the OTel SDK; (trace id, its spans as two OTLP protobuf requests)."""
     rec = recorder("refund-agent", turn.version, seed=f"panels/{wave}/{turn.kind}")
     trace_id = make_genai_trace(
         rec.provider,
@@ -194,7 +194,11 @@ def record_turn(turn: Turn, wave: int) -> tuple[str, list[bytes]]:
         agent_version=turn.version,
         capture_content=turn.capture_content,
     )
-    return trace_id, split_requests(rec.spans(), 2)
+    spans = rec.spans()
+    half = len(spans) // 2
+    return trace_id, [
+        encode_spans(part).SerializeToString() for part in (spans[:half], spans[half:])
+    ]
 
 
 GARBAGE = [b"{not json at all", b"\xff\xfe not a protobuf"]
@@ -214,29 +218,35 @@ class Topics:
         return [self.spans, f"{self.spans}.verdicts", f"{self.spans}.dlq", self.review, self.labels]
 
 
+async def scraped(prom: PrometheusProcess, expr: str, value: float, what: str) -> None:
+    """Wait until Prometheus's latest scrape says ``expr == value``."""
+    await wait_for(lambda: prom.scalar(expr) == value, 30, f"{what}: {expr} == {value}")
+
+
 async def run_scenario(
     bootstrap: str, topics: Topics, sidecar: SidecarProcess, prom: PrometheusProcess
 ) -> None:
-    await wait_for(lambda: prom.scalar('up{job="sidecar"}') == 1, 30, "the first scrape")
-    cases = labels = dead = 0
+    await scraped(prom, 'up{job="sidecar"}', 1, "the first scrape")
+    cases = audited = labels = dead = 0
     for wave in range(3):
         records: list[tuple[bytes | None, bytes]] = []
-        judged: list[tuple[str, Turn]] = []
+        sent: list[tuple[str, Turn]] = []
         for turn in wave_turns(wave):
             trace_id, parts = record_turn(turn, wave)
             records.extend((trace_id.encode(), part) for part in parts)
-            judged.append((trace_id, turn))
+            sent.append((trace_id, turn))
         if wave > 0:
             records.extend((None, g) for g in GARBAGE)
             dead += len(GARBAGE)
         await produce(bootstrap, topics.spans, records)
-        cases += len(judged) * len(RUBRICS)
-        # Everything of this wave must be scraped before the next one adds to it.
-        await wait_for(
-            lambda n=cases: prom.scalar("sum(sidecar_cases_total)") == n,
-            30,
-            f"wave {wave}: {cases} cases in Prometheus\n{sidecar.log()}",
-        )
+        cases += len(sent) * len(RUBRICS)
+        # A turn without captured content is not judged, so it is not audited either.
+        audited += sum(1 for _, turn in sent if turn.capture_content)
+        # Everything of this wave must be scraped before the next one adds to it, and
+        # a case must be in review (remembered) before a person's label can match it.
+        await scraped(prom, "sum(sidecar_cases_total)", cases, f"wave {wave}\n{sidecar.log()}")
+        audit = 'sum(sidecar_review_cases_total{reason="audit"})'
+        await scraped(prom, audit, audited, f"wave {wave}")
         label_records: list[tuple[bytes | None, bytes]] = [
             (
                 trace_id.encode(),
@@ -244,20 +254,14 @@ async def run_scenario(
                     {"trace_id": trace_id, "criterion": c, "rater": "ann", "label": v}
                 ).encode(),
             )
-            for trace_id, turn in judged
+            for trace_id, turn in sent
             for c, v in turn.human
         ]
         if label_records:
             await produce(bootstrap, topics.labels, label_records)
             labels += len(label_records)
-            await wait_for(
-                lambda n=labels: prom.scalar("sum(sidecar_human_labels_total)") == n,
-                30,
-                f"wave {wave}: {labels} human labels in Prometheus\n{sidecar.log()}",
-            )
-    await wait_for(
-        lambda: prom.scalar("sum(sidecar_dead_letters_total)") == dead, 10, "dead letters"
-    )
+            await scraped(prom, "sum(sidecar_human_labels_total)", labels, f"wave {wave}")
+    await scraped(prom, "sum(sidecar_dead_letters_total)", dead, "garbage records")
     settled = time.time()
     await wait_for(
         lambda: prom.rules_evaluated_since(settled), 15, "a rule evaluation after the last scrape"
