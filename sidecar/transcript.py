@@ -76,7 +76,7 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
     if not spans:
         return Transcript(trace_id=trace.trace_id, root_span_id=None, truncated=trace.truncated)
     depths = _depths(spans)
-    memo: MessageMemo = {}
+    memo = MessageMemo()
     steps = [_Step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
     root = _root(steps)
     agents = _agent_steps(steps)

@@ -35,4 +35,9 @@ def handle_check(args: argparse.Namespace) -> int:
             f"ok  {rubric.id} v{rubric.version}: {len(rubric.checks)} checks, "
             f"{criteria} criteria, judge {rubric.judge_model}"
         )
+        if rubric.judge is not None and not 4 <= criteria <= 6:
+            print(
+                f"    note: {criteria} criteria; 4 to 6 binary criteria usually grade best "
+                "(fewer miss failure modes, more dilute the judge's attention)"
+            )
     return 0

@@ -22,7 +22,6 @@ from sidecar.conventions.content import (
     OPENLLMETRY,
     OTEL_GENAI,
     Message,
-    MessageMemo,
     Reading,
     Role,
     ToolRequest,
@@ -36,6 +35,7 @@ from sidecar.conventions.content import (
     unwrap_io,
     usage,
 )
+from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.openinference import read_openinference
 from sidecar.conventions.openllmetry import read_openllmetry
 from sidecar.conventions.otel_genai import read_otel_genai

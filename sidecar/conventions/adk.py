@@ -6,7 +6,6 @@ import re
 
 from sidecar.conventions.content import (
     ADK_V1,
-    MessageMemo,
     Reading,
     Role,
     json_text,
@@ -16,6 +15,7 @@ from sidecar.conventions.content import (
     str_attr,
     text_of,
 )
+from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.otel_genai import genai_inputs, genai_operation, genai_outputs, name_after
 from sidecar.model import AttrValue, Span, ToolCall
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING
 
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
+
+if TYPE_CHECKING:
+    from sidecar.conventions.memo import MessageMemo
 
 OTEL_GENAI = "otel_genai"
 ADK_V1 = "adk_v1"
@@ -51,12 +53,6 @@ class Message:
     text: str | None = None
     tool_requests: tuple[ToolRequest, ...] = ()
     tool_responses: tuple[ToolResponse, ...] = ()
-
-
-# Messages already parsed, by (JSON text of the message, default role). Each LLM
-# call's input repeats the conversation so far, so one trace's spans hold the
-# same message texts again and again; a memo lives as long as one transcript.
-MessageMemo: TypeAlias = dict[tuple[str, str], Message | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +101,13 @@ def json_text(value: AttrValue | object) -> str | None:
     return text_of(value)
 
 
+# What json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+# would build on every call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def compact_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _COMPACT.encode(value)
 
 
 def parse_json(value: AttrValue | object) -> object:
@@ -205,16 +206,15 @@ def parse_messages(
 ) -> tuple[Message, ...] | None:
     """Messages from a JSON string or an already-structured list (OTLP array/kvlist).
 
-    With a ``memo``, a message whose JSON text was parsed before is taken from
-    it; the result is the same either way.
+    A ``memo`` (one per trace) saves parsing the same message text twice; the
+    result is the same with or without it.
     """
     if value is None:
         return None
     if memo is not None and isinstance(value, str):
-        stripped = value.strip()
-        items = _json_array_items(stripped) if stripped[:1] == "[" else None
-        if items is not None:
-            return _memo_messages(items, default_role, memo)
+        remembered = memo.messages(value, default_role)
+        if remembered is not None:
+            return remembered
     data = parse_json(value)
     if isinstance(data, str):
         text = text_of(data)
@@ -226,56 +226,6 @@ def parse_messages(
         return None
     messages = [parse_message(item, default_role) for item in data]
     return tuple(m for m in messages if m is not None)
-
-
-def _memo_messages(
-    items: list[tuple[str, object]], default_role: str, memo: MessageMemo
-) -> tuple[Message, ...]:
-    messages: list[Message] = []
-    for text, item in items:
-        key = (text, default_role)
-        if key in memo:
-            message = memo[key]
-        else:
-            message = memo[key] = parse_message(item, default_role)
-        if message is not None:
-            messages.append(message)
-    return tuple(messages)
-
-
-_DECODER = json.JSONDecoder()
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-def _after_space(text: str, index: int) -> int:
-    match = _JSON_SPACE.match(text, index)
-    return match.end() if match is not None else index
-
-
-def _json_array_items(text: str) -> list[tuple[str, object]] | None:
-    """The items of a JSON array, each with its own JSON text; ``None`` if not exactly that.
-
-    Reads as ``json.loads`` does (same scanner, same whitespace); anything it
-    would reject, including nesting too deep, is left to ``parse_json``.
-    """
-    scan = _DECODER.raw_decode
-    items: list[tuple[str, object]] = []
-    index = _after_space(text, 1)
-    if text[index : index + 1] == "]":
-        return items if _after_space(text, index + 1) == len(text) else None
-    while True:
-        try:
-            item, end = scan(text, index)
-        except (ValueError, RecursionError):
-            return None
-        items.append((text[index:end], item))
-        index = _after_space(text, end)
-        delimiter = text[index : index + 1]
-        if delimiter == "]":
-            return items if _after_space(text, index + 1) == len(text) else None
-        if delimiter != ",":
-            return None
-        index = _after_space(text, index + 1)
 
 
 def parse_message(value: object, default_role: str) -> Message | None:
@@ -293,28 +243,17 @@ def parse_message(value: object, default_role: str) -> Message | None:
     if not isinstance(value, dict):
         return None
     nested = value.get("message")
-    if "role" not in value and "parts" not in value and nested is not None:
+    if nested is not None and "role" not in value and "parts" not in value:
         return parse_message(nested, default_role)
     role = _role(value.get("role"), default_role)
     texts: list[str] = []
     requests: list[ToolRequest] = []
     responses: list[ToolResponse] = []
-
-    def take(items: Iterable[object]) -> None:
-        for item in items:
-            part = _parse_part(item)
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, ToolRequest):
-                requests.append(part)
-            elif isinstance(part, ToolResponse):
-                responses.append(part)
-
     parts = value.get("parts")
     if isinstance(parts, list):
-        take(parts)
+        _take(parts, texts, requests, responses)
     content = value.get("content")
-    content_parts = _content_parts(content)
+    content_parts = _content_parts(content) if content is not None else None
     tool_call_id = text_of(value.get("tool_call_id"))
     if role == "tool" or tool_call_id is not None:
         if content is not None:
@@ -323,18 +262,37 @@ def parse_message(value: object, default_role: str) -> Message | None:
                 result = "\n".join(p for p in map(_parse_part, content_parts) if isinstance(p, str))
             responses.append(ToolResponse(tool_call_id, text_of(value.get("name")), result or None))
     elif content_parts is not None:
-        take(content_parts)
+        _take(content_parts, texts, requests, responses)
     elif (text := text_of(content)) is not None:
         texts.append(text)
     if (text := text_of(value.get("text"))) is not None and not parts and content is None:
         texts.append(text)
-    for call in list_of(value.get("tool_calls")):
-        request = _tool_request(call)
-        if request is not None:
-            requests.append(request)
-    if (legacy := _tool_request(value.get("function_call"))) is not None:
+    calls = value.get("tool_calls")
+    if calls is not None:
+        for call in list_of(calls):
+            request = _tool_request(call)
+            if request is not None:
+                requests.append(request)
+    legacy_call = value.get("function_call")
+    if legacy_call is not None and (legacy := _tool_request(legacy_call)) is not None:
         requests.append(legacy)
     return Message(role, "\n".join(texts) or None, tuple(requests), tuple(responses))
+
+
+def _take(
+    items: Iterable[object],
+    texts: list[str],
+    requests: list[ToolRequest],
+    responses: list[ToolResponse],
+) -> None:
+    for item in items:
+        part = _parse_part(item)
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, ToolRequest):
+            requests.append(part)
+        elif isinstance(part, ToolResponse):
+            responses.append(part)
 
 
 _PART_KEYS = frozenset(
@@ -376,9 +334,11 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
     if kind in ("tool_call", "function_call", "tool_use"):
         return _tool_request(part)
     if kind in ("tool_call_response", "tool_result", "function_call_output"):
-        payload = next(
-            (part[k] for k in ("response", "result", "content", "output") if k in part), None
-        )
+        payload = None
+        for key in ("response", "result", "content", "output"):
+            if key in part:
+                payload = part[key]
+                break
         call_id = part.get("id", part.get("tool_use_id", part.get("call_id")))
         return ToolResponse(text_of(call_id), text_of(part.get("name")), text_of(payload))
     if kind in (None, "text", "input_text", "output_text"):
@@ -405,9 +365,11 @@ def _tool_request(value: object) -> ToolRequest | None:
     name = text_of(source.get("name"))
     if name is None:
         return None
-    arguments = next(
-        (source[k] for k in ("arguments", "args", "input") if source.get(k) is not None), None
-    )
+    arguments = None
+    for key in ("arguments", "args", "input"):
+        if source.get(key) is not None:
+            arguments = source[key]
+            break
     call_id = value.get("id", value.get("call_id"))
     return ToolRequest(name, text_of(call_id), json_text(arguments))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sidecar.conventions.content import (
     OPENLLMETRY,
     Message,
-    MessageMemo,
     Reading,
     Role,
     indexed,
@@ -18,6 +17,7 @@ from sidecar.conventions.content import (
     text_of,
     unwrap_io,
 )
+from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
 

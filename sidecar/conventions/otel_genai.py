@@ -5,7 +5,6 @@ from __future__ import annotations
 from sidecar.conventions.content import (
     OTEL_GENAI,
     Message,
-    MessageMemo,
     Reading,
     Role,
     json_text,
@@ -17,6 +16,7 @@ from sidecar.conventions.content import (
     str_attr,
     text_of,
 )
+from sidecar.conventions.memo import MessageMemo
 from sidecar.model import Attributes, Span, ToolCall
 
 _GENAI_LLM_OPS = frozenset({"chat", "generate_content", "text_completion"})
