@@ -141,6 +141,10 @@ class Service:
             if labels is not None:
                 await labels.start()
         except KafkaError as exc:
+            for client in (labels, self.source, self.sink):
+                if client is not None:
+                    with contextlib.suppress(KafkaError):
+                        await client.stop()
             await self.server.stop()
             raise SourceError(
                 f"cannot reach Kafka at {self.settings.kafka.bootstrap_servers}: {exc}; "
