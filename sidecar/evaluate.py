@@ -78,31 +78,19 @@ def skipped_criteria(rubric: Rubric, reason: str) -> tuple[CriterionResult, ...]
 
 
 def conclude(case: Case, result: JudgeResult | None) -> Verdict:
+    """The verdict of a case; ``result`` is None when the case was not judged."""
     rubric = case.rubric
-    if result is None:
-        criteria = skipped_criteria(rubric, case.sample.reason)
-        return make_verdict(
-            case.transcript,
-            rubric_id=rubric.id,
-            rubric_version=rubric.version,
-            judge_model=rubric.judge_model,
-            checks=case.checks,
-            criteria=criteria,
-            judged=False,
-            sample_reason=case.sample.reason,
-            injection_suspected=case.injection_suspected,
-        )
     return make_verdict(
         case.transcript,
         rubric_id=rubric.id,
         rubric_version=rubric.version,
         judge_model=rubric.judge_model,
         checks=case.checks,
-        criteria=result.criteria,
-        judged=result.judged,
+        criteria=result.criteria if result else skipped_criteria(rubric, case.sample.reason),
+        judged=result.judged if result else False,
         sample_reason=case.sample.reason,
-        injection_suspected=case.injection_suspected or result.injection_suspected,
-        review=result.review,
-        judge_error=result.error_reason,
-        raw_output=result.raw_output,
+        injection_suspected=case.injection_suspected or bool(result and result.injection_suspected),
+        review=result.review if result else False,
+        judge_error=result.error_reason if result else None,
+        raw_output=result.raw_output if result else None,
     )

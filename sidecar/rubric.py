@@ -61,9 +61,9 @@ def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-class ToolArguments(_CheckBase):
-    type: Literal["tool_arguments"]
-    tool: str
+class _SchemaCheck(_CheckBase):
+    """A check that carries a JSON Schema (``schema:`` in YAML), validated at load time."""
+
     schema_: Annotated[dict[str, Any], Field(alias="schema")]
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -72,6 +72,11 @@ class ToolArguments(_CheckBase):
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
         return _check_json_schema(value)
+
+
+class ToolArguments(_SchemaCheck):
+    type: Literal["tool_arguments"]
+    tool: str
 
 
 class MaxToolCalls(_CheckBase):
@@ -99,16 +104,8 @@ class AnswerRegex(_CheckBase):
         return self
 
 
-class AnswerJsonSchema(_CheckBase):
+class AnswerJsonSchema(_SchemaCheck):
     type: Literal["answer_json_schema"]
-    schema_: Annotated[dict[str, Any], Field(alias="schema")]
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @field_validator("schema_")
-    @classmethod
-    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_json_schema(value)
 
 
 class MaxLatencyMs(_CheckBase):

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sidecar.judge.parse import BAD_SHAPE, EMPTY, NON_JSON
+from sidecar.judge.parse import BAD_SHAPE, load_answer
 from sidecar.judge.prompt import (
     RESPONSE,
     USER_INPUT,
@@ -79,7 +79,6 @@ _HEADINGS = {
     ANSWER_A: "the first answer",
     ANSWER_B: "the second answer",
 }
-_FENCE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL)
 _WINNERS: frozenset[str] = frozenset({"A", "B", "TIE"})
 
 
@@ -171,34 +170,15 @@ class PairwiseAnswer:
     reason: str | None = None
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
 def _error(reason: str) -> PairwiseAnswer:
     return PairwiseAnswer("ERROR", reason=reason)
 
 
 def parse_pairwise(raw: str | None) -> PairwiseAnswer:
     """The winner named by the model's raw answer, or ERROR with a reason; never a guess."""
-    if raw is None or not raw.strip():
-        return _error(EMPTY)
-    fenced = _FENCE.match(raw)
-    try:
-        data = json.loads(fenced.group(1) if fenced else raw, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey:
-        return _error(BAD_SHAPE)
-    except ValueError:  # json.JSONDecodeError is a ValueError
-        return _error(NON_JSON)
+    data, failure = load_answer(raw)
+    if failure is not None:
+        return _error(failure)
     if not isinstance(data, dict) or set(data) != {"evidence", "winner"}:
         return _error(BAD_SHAPE)
     winner, evidence = data["winner"], data["evidence"]

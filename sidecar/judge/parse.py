@@ -134,9 +134,23 @@ def _judge_one(
     return CriterionResult(name=spec.name, outcome=outcome, gate=spec.gate, evidence=quote)
 
 
-def _payload(raw: str) -> str:
+def load_answer(raw: str | None) -> tuple[object, str | None]:
+    """Parse a model's raw answer as JSON: (data, None), or (None, reason) when it cannot be.
+
+    One code fence around the whole answer is allowed. A duplicate key
+    anywhere is ``bad_shape``: the model would be saying two things at once.
+    """
+    if raw is None or not raw.strip():
+        return None, EMPTY
     fenced = _FENCE.match(raw)
-    return fenced.group(1) if fenced else raw
+    try:
+        return json.loads(
+            fenced.group(1) if fenced else raw, object_pairs_hook=_no_duplicates
+        ), None
+    except _DuplicateKey:
+        return None, BAD_SHAPE
+    except ValueError:  # json.JSONDecodeError is a ValueError
+        return None, NON_JSON
 
 
 def parse_verdicts(
@@ -148,14 +162,9 @@ def parse_verdicts(
     criteria came out ERROR on their own (their ``reason`` says why).
     """
     specs = _specs(rubric)
-    if raw is None or not raw.strip():
-        return all_error(rubric, EMPTY), EMPTY
-    try:
-        data = json.loads(_payload(raw), object_pairs_hook=_no_duplicates)
-    except _DuplicateKey:
-        return all_error(rubric, BAD_SHAPE), BAD_SHAPE
-    except ValueError:  # json.JSONDecodeError is a ValueError
-        return all_error(rubric, NON_JSON), NON_JSON
+    data, failure = load_answer(raw)
+    if failure is not None:
+        return all_error(rubric, failure), failure
     if not isinstance(data, dict) or not isinstance(data.get("criteria"), list):
         return all_error(rubric, BAD_SHAPE), BAD_SHAPE
 
