@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sidecar.adapters.http import MetricsServer
@@ -284,7 +285,22 @@ class Service:
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        await self.sink.send_verdict(verdict.trace_id, verdict.to_json().encode("utf-8"))
+        await self._deliver(self.sink.send_verdict, verdict.trace_id, verdict.to_json().encode())
+
+    async def _deliver(
+        self, send: Callable[[str, bytes], Awaitable[None]], key: str, payload: bytes
+    ) -> None:
+        """Send until Kafka acknowledges: the trace keeps its offsets held meanwhile."""
+        delay = 0.5
+        while True:
+            try:
+                await send(key, payload)
+                return
+            except KafkaError as exc:
+                self.metrics.internal_errors.labels(stage="emit").inc()
+                log.warning("producing a verdict failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     # -- human review --------------------------------------------------------------------
 
@@ -297,7 +313,9 @@ class Service:
             return
         self.reviews.remember(verdict)
         payload = review_record(verdict, case.transcript, reasons)
-        await self.sink.send_review(review.topic, verdict.trace_id, payload)
+        await self._deliver(
+            functools.partial(self.sink.send_review, review.topic), verdict.trace_id, payload
+        )
         for reason in reasons:
             self.metrics.review_cases.labels(rubric=verdict.rubric_id, reason=reason).inc()
 
