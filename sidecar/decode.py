@@ -267,15 +267,13 @@ def _json_value(value: object) -> AttrValue:
             return None
 
 
+_KIND_OF = {k.value: k for k in SpanKind}
+_STATUS_OF = {c.value: c for c in StatusCode}
+
+
 def _kind(value: int) -> SpanKind:
-    try:
-        return SpanKind(value)
-    except ValueError:
-        return SpanKind.UNSPECIFIED
+    return _KIND_OF.get(value, SpanKind.UNSPECIFIED)
 
 
 def _status(value: int) -> StatusCode:
-    try:
-        return StatusCode(value)
-    except ValueError:
-        return StatusCode.UNSET
+    return _STATUS_OF.get(value, StatusCode.UNSET)

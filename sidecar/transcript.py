@@ -28,7 +28,7 @@ Precedence, written out once:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.conventions import (
@@ -99,12 +99,12 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         or _resource_text(steps, "service.version", resource),
         user_input=_choose(
             _first(a.reading.input_text for a in agents if a.reading is not None),
-            _llm_user_input(llm_calls),
+            lambda: _llm_user_input(llm_calls),
         ),
         tool_calls=_tool_calls(steps, llm_calls, frozenset(untrusted_tools)),
         answer=_choose(
             _first(a.reading.output_text for a in agents if a.reading is not None),
-            _llm_answer(llm_calls),
+            lambda: _llm_answer(llm_calls),
         ),
         models=_models(steps, llm_calls),
         input_tokens=input_tokens,
@@ -115,11 +115,7 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
             for s in spans
             if s.status_code is StatusCode.ERROR
         ),
-        conventions=tuple(
-            c
-            for c in ALL_CONVENTIONS
-            if any(s.reading and s.reading.convention == c for s in steps)
-        ),
+        conventions=_conventions(steps),
         resource=resource,
         root_attributes=root_attributes,
         reference=_first(text_of(root_attributes.get(key)) for key in _REFERENCE_KEYS),
@@ -220,12 +216,12 @@ def _resource_text(steps: Sequence[_Step], key: str, resource: Attributes) -> st
 # --- content ---------------------------------------------------------------------------
 
 
-def _choose(from_agent: str | None, from_llm: str | None) -> str | None:
+def _choose(from_agent: str | None, from_llm: Callable[[], str | None]) -> str | None:
     # An agent span often records its input/output as a framework object dump;
     # the messages the model saw are the better text then.
     if from_agent is not None and not looks_structured(from_agent):
         return from_agent
-    return from_llm or from_agent
+    return from_llm() or from_agent
 
 
 def _llm_user_input(llm_calls: Sequence[_Step]) -> str | None:
@@ -241,6 +237,11 @@ def _llm_answer(llm_calls: Sequence[_Step]) -> str | None:
         if text is not None:
             return text
     return None
+
+
+def _conventions(steps: Sequence[_Step]) -> tuple[str, ...]:
+    seen = {s.reading.convention for s in steps if s.reading is not None}
+    return tuple(c for c in ALL_CONVENTIONS if c in seen)
 
 
 def _models(steps: Sequence[_Step], llm_calls: Sequence[_Step]) -> tuple[str, ...]:
@@ -291,18 +292,18 @@ def _tool_calls(
             continue
         matched.add(index)
         when_run, seq, found = timed[index]
-        timed[index] = (
-            when_run,
-            seq,
-            replace(
-                found,
-                call_id=found.call_id or requested.call_id,
-                arguments=found.arguments or requested.arguments,
-                result=found.result or requested.result,
-            ),
-        )
+        call_id = found.call_id or requested.call_id
+        arguments = found.arguments or requested.arguments
+        result = found.result or requested.result
+        if (call_id, arguments, result) != (found.call_id, found.arguments, found.result):
+            found = replace(found, call_id=call_id, arguments=arguments, result=result)
+            timed[index] = (when_run, seq, found)
     timed.sort(key=lambda t: (t[0], t[1]))
-    return tuple(replace(call, untrusted=call.name in untrusted) for _, _, call in timed)
+    return tuple(_flagged(call, call.name in untrusted) for _, _, call in timed)
+
+
+def _flagged(call: ToolCall, untrusted: bool) -> ToolCall:
+    return call if call.untrusted == untrusted else replace(call, untrusted=untrusted)
 
 
 def _match(
@@ -396,11 +397,11 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
 
 
 def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:
-    last_user = max(
-        (i for i, m in enumerate(messages) if m.role == "user" and m.text is not None),
-        default=-1,
-    )
-    return messages[last_user + 1 :]
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and message.text is not None:
+            return messages[index + 1 :]
+    return messages[0:]
 
 
 def _first(values: Iterable[str | None]) -> str | None:

@@ -105,10 +105,28 @@ def schema_violation(schema: Mapping[str, Any], instance: object) -> str | None:
     Formats (``date``, ``email`` ...) are asserted: a rubric author who writes
     ``format: date`` expects a wrong date to fail, not to be an annotation.
     """
-    validator = jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-    error = best_match(validator.iter_errors(instance))
+    error = best_match(_validator(schema).iter_errors(instance))
     if error is None:
         return None
     return f"{error.json_path}: {error.message}"
+
+
+# Validators by the identity of their schema: a rubric's schema lives as long as
+# the rubric, and building a validator costs about half of using it. The schema
+# is held next to its validator, so its id cannot be reused while cached. Rubric
+# sets hold far fewer schemas than the bound; past it the cache starts over.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator]] = {}
+_MAX_VALIDATORS = 256
+
+
+def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from decimal import Decimal
 
 from sidecar.checks._common import Finding, errored, failed, passed, plural
@@ -63,42 +63,55 @@ def _decimal(text: str) -> Decimal:
     return abs(Decimal(text.replace(",", "")))
 
 
-def _numbers_in_text(text: str) -> Iterator[Decimal]:
-    for match in _EVIDENCE.finditer(text):
-        yield _decimal(match.group())
-        if "," in match.group():
+def _add_text_numbers(text: str, found: set[Decimal]) -> None:
+    for number in _EVIDENCE.findall(text):
+        found.add(_decimal(number))
+        if "," in number:
             # "1,234" may also be a list of two numbers.
-            yield from (_decimal(part) for part in match.group().split(",") if part)
+            found.update(_decimal(part) for part in number.split(",") if part)
 
 
-def _numbers_in_json(value: object) -> Iterator[Decimal]:
+def _add_json_numbers(value: object, found: set[Decimal]) -> None:
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, int):
-        yield abs(Decimal(value))
+        found.add(abs(Decimal(value)))
     elif isinstance(value, Decimal):
         if value.is_finite():
-            yield abs(value)
+            found.add(abs(value))
     elif isinstance(value, str):
-        yield from _numbers_in_text(value)
+        _add_text_numbers(value, found)
     elif isinstance(value, list):
         for item in value:
-            yield from _numbers_in_json(item)
+            _add_json_numbers(item, found)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _numbers_in_text(key)
-            yield from _numbers_in_json(item)
+            _add_text_numbers(key, found)
+            _add_json_numbers(item, found)
+
+
+# json.loads(text, parse_float=Decimal, parse_constant=...) without building a
+# decoder for every text.
+_JSON = json.JSONDecoder(parse_float=Decimal, parse_constant=lambda _: None)
+
+
+# Only these can hide a number of a JSON document from a digit run of its text:
+# escapes in strings, exponents, and items packed as "1,2345" (read as 1,234 and
+# 5). Without them, reading the text as JSON finds nothing new.
+_JSON_MAY_ADD = re.compile(r"\\|[0-9][eE]|[0-9],[0-9]")
 
 
 def _evidence_numbers(texts: Iterable[str]) -> set[Decimal]:
     found: set[Decimal] = set()
     for text in texts:
-        found.update(_numbers_in_text(text))
+        _add_text_numbers(text, found)
+        if _JSON_MAY_ADD.search(text) is None:
+            continue
         try:
-            document = json.loads(text, parse_float=Decimal, parse_constant=lambda _: None)
+            document = _JSON.decode(text)
         except (ValueError, RecursionError):
             continue
-        found.update(_numbers_in_json(document))
+        _add_json_numbers(document, found)
     return found
 
 

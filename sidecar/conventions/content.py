@@ -177,8 +177,8 @@ def usage(span: Span) -> tuple[int | None, int | None]:
 
 def _first_int(attrs: Attributes, *keys: str) -> int | None:
     for key in keys:
-        number = as_int(attrs.get(key))
-        if number is not None:
+        value = attrs.get(key)
+        if value is not None and (number := as_int(value)) is not None:
             return number
     return None
 

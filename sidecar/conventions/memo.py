@@ -33,11 +33,13 @@ _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 class MessageMemo:
     """Messages parsed so far in one trace, by the JSON text they came from."""
 
-    __slots__ = ("_arrays", "_items")
+    __slots__ = ("_arrays", "_items", "_recent")
 
     def __init__(self) -> None:
-        # (array text, default role, its messages, whether it had items), newest last.
-        self._arrays: list[tuple[str, str, tuple[Message, ...], bool]] = []
+        self._arrays: dict[tuple[str, str], tuple[Message, ...]] = {}
+        # (text without its closing "]", default role, messages) of recent
+        # arrays with items, newest last.
+        self._recent: list[tuple[str, str, tuple[Message, ...]]] = []
         # Keyed by item text and default role; the role is None for items whose
         # own role makes the default irrelevant.
         self._items: dict[tuple[str, str | None], Message | None] = {}
@@ -47,26 +49,35 @@ class MessageMemo:
         text = value.strip()
         if text[:1] != "[":
             return None
+        seen = self._arrays.get((text, default_role))
+        if seen is not None:
+            return seen
         known: tuple[Message, ...] = ()
         start = 1
-        for previous, role, messages, had_items in reversed(self._arrays):
-            if role != default_role or not had_items or not text.startswith(previous[:-1]):
+        for head, role, messages in reversed(self._recent):
+            if role != default_role or not text.startswith(head):
                 continue
-            index = _after_space(text, len(previous) - 1)
+            index = _after_space(text, len(head))
             delimiter = text[index : index + 1]
             if delimiter == "]" and _after_space(text, index + 1) == len(text):
                 return messages
-            # Any other character could continue the previous array's last item.
+            # Any other character could continue the earlier array's last item.
             if delimiter == ",":
                 known, start = messages, index + 1
                 break
         items = _array_items(text, start, first=start == 1)
         if items is None:
             return None
-        new = [self._item(item_text, item, default_role) for item_text, item in items]
-        parsed = known + tuple(m for m in new if m is not None)
-        self._arrays.append((text, default_role, parsed, start != 1 or bool(items)))
-        del self._arrays[:-_RECENT_ARRAYS]
+        found = list(known)
+        for item_text, item in items:
+            message = self._item(item_text, item, default_role)
+            if message is not None:
+                found.append(message)
+        parsed = tuple(found)
+        self._arrays[text, default_role] = parsed
+        if items:
+            self._recent.append((text[:-1], default_role, parsed))
+            del self._recent[:-_RECENT_ARRAYS]
         return parsed
 
     def _item(self, text: str, item: object, default_role: str) -> Message | None:
@@ -79,6 +90,8 @@ class MessageMemo:
 
 
 def _after_space(text: str, index: int) -> int:
+    if not text.startswith((" ", "\t", "\n", "\r"), index):
+        return index
     match = _JSON_SPACE.match(text, index)
     return match.end() if match is not None else index
 
