@@ -84,7 +84,7 @@ def neutralise(text: str) -> str:
     """Make recorded text safe to place in a data block.
 
     - invisible, bidirectional, C0 (except newline and tab), DEL and C1
-      characters become visible ``\\u{XXXX}`` text;
+      characters become visible ``\\u{HHHH}`` text;
     - every run of three or more ``<`` or ``>`` is broken with spaces, so the
       block markers' ``<<<``/``>>>`` cannot occur;
     - nothing else changes. The function is idempotent.

@@ -57,6 +57,13 @@ async def create_topics(bootstrap: str, names: Iterable[str], partitions: int = 
         await admin.close()
 
 
+async def spans_topic(bootstrap: str, prefix: str, *extra: str) -> str:
+    """Create ``{prefix}.spans`` with its verdict and dead-letter topics (3 partitions each)."""
+    topic = f"{prefix}.spans"
+    await create_topics(bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq", *extra])
+    return topic
+
+
 async def produce(
     bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]]
 ) -> None:

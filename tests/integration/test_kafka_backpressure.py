@@ -13,8 +13,8 @@ from tests.gemini_server import JudgeServer, Reply, status
 from tests.integration.harness import (
     SidecarProcess,
     consume_all,
-    create_topics,
     produce,
+    spans_topic,
     verdicts_from,
     wait_for,
 )
@@ -30,8 +30,7 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
     (rubrics / "refund.yaml").write_text(RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0"))
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(40, seed=23, max_parts=1)
     refund = [c for c in feed.cases if c.kind.startswith("refund")]
     outage = threading.Event()

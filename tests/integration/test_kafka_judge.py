@@ -14,8 +14,8 @@ from tests.integration.harness import (
     OtlpReceiver,
     SidecarProcess,
     consume_all,
-    create_topics,
     produce,
+    spans_topic,
     verdicts_from,
     wait_for,
 )
@@ -74,8 +74,7 @@ async def test_sampled_cases_are_judged_on_spans_records_and_metrics(
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
     (rubrics / "refund.yaml").write_text(RUBRIC)
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(80, seed=13)
     refund_cases = [c for c in feed.cases if c.kind.startswith("refund")]
     server = JudgeServer(responder=answer_like_a_judge).start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ from tests.integration.harness import (
     OtlpReceiver,
     SidecarProcess,
     consume_all,
-    create_topics,
     produce,
+    spans_topic,
     verdicts_from,
     wait_for,
 )
@@ -28,22 +29,34 @@ def rubrics_dir(tmp_path: Path) -> Path:
     return write_rubrics(tmp_path / "rubrics")
 
 
-async def test_verdicts_reach_spans_records_and_metrics(
+@pytest.fixture
+def sidecar_for(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+) -> Callable[..., SidecarProcess]:
+    """A sidecar on this test's topic and group; ``name`` keeps replicas' files apart."""
+
+    def make(name: str = "sidecar", otlp_port: int | None = None) -> SidecarProcess:
+        return SidecarProcess(
+            tmp_path,
+            bootstrap=kafka_bootstrap,
+            topic=f"{topic_prefix}.spans",
+            group=f"{topic_prefix}.g",
+            rubrics_dir=rubrics_dir,
+            otlp_port=otlp_port,
+            name=name,
+        )
+
+    return make
+
+
+async def test_verdicts_reach_spans_records_and_metrics(
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(40, seed=7)
     with (
         OtlpReceiver() as otlp,
-        SidecarProcess(
-            tmp_path,
-            bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=f"{topic_prefix}.g",
-            rubrics_dir=rubrics_dir,
-            otlp_port=otlp.port,
-        ) as sidecar,
+        sidecar_for(otlp_port=otlp.port) as sidecar,
     ):
         await produce(kafka_bootstrap, topic, feed.records)
         records = await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases))
@@ -128,22 +141,14 @@ async def test_verdicts_reach_spans_records_and_metrics(
 
 
 async def test_nothing_lost_500_traces_over_many_records(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(500, seed=11, max_parts=4)
     assert len(feed.records) > 500
     with (
         OtlpReceiver() as otlp,
-        SidecarProcess(
-            tmp_path,
-            bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=f"{topic_prefix}.g",
-            rubrics_dir=rubrics_dir,
-            otlp_port=otlp.port,
-        ) as sidecar,
+        sidecar_for(otlp_port=otlp.port) as sidecar,
     ):
         await produce(kafka_bootstrap, topic, feed.records)
         verdicts = verdicts_from(
@@ -163,10 +168,9 @@ async def test_nothing_lost_500_traces_over_many_records(
 
 
 async def test_garbage_goes_to_dead_letters_and_good_traces_survive(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(60, seed=3)
     rng = random.Random(5)
     good_proto = feed.records[0][1]
@@ -182,13 +186,7 @@ async def test_garbage_goes_to_dead_letters_and_good_traces_survive(
     records: list[tuple[bytes | None, bytes]] = list(feed.records)
     for item in garbage:
         records.insert(rng.randrange(len(records) + 1), item)
-    with SidecarProcess(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=f"{topic_prefix}.g",
-        rubrics_dir=rubrics_dir,
-    ) as sidecar:
+    with sidecar_for() as sidecar:
         await produce(kafka_bootstrap, topic, records)
         verdicts = verdicts_from(
             await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases))
@@ -209,20 +207,11 @@ async def test_garbage_goes_to_dead_letters_and_good_traces_survive(
 
 
 async def test_kill_mid_stream_and_restart_loses_nothing(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(300, seed=21, max_parts=3)
-    group = f"{topic_prefix}.g"
-    first = SidecarProcess(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=group,
-        rubrics_dir=rubrics_dir,
-        name="first",
-    ).start()
+    first = sidecar_for("first").start()
     try:
         half = len(feed.records) // 2
         await produce(kafka_bootstrap, topic, feed.records[:half])
@@ -231,14 +220,7 @@ async def test_kill_mid_stream_and_restart_loses_nothing(
     finally:
         first.__exit__()
     await produce(kafka_bootstrap, topic, feed.records[half:])
-    with SidecarProcess(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=group,
-        rubrics_dir=rubrics_dir,
-        name="second",
-    ) as second:
+    with sidecar_for("second") as second:
         verdicts = verdicts_from(
             await consume_all(
                 kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases), within=120
@@ -254,29 +236,13 @@ async def test_kill_mid_stream_and_restart_loses_nothing(
 
 
 async def test_two_replicas_split_partitions_exactly_once_in_steady_state(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(200, seed=5)
-    group = f"{topic_prefix}.g"
     with (
-        SidecarProcess(
-            tmp_path,
-            bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=group,
-            rubrics_dir=rubrics_dir,
-            name="a",
-        ) as a,
-        SidecarProcess(
-            tmp_path,
-            bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=group,
-            rubrics_dir=rubrics_dir,
-            name="b",
-        ) as b,
+        sidecar_for("a") as a,
+        sidecar_for("b") as b,
     ):
         # Steady state: both members hold partitions before traffic starts.
         await wait_for(
@@ -309,31 +275,15 @@ def _partitions(sidecar: SidecarProcess) -> set[int]:
 
 
 async def test_sigterm_commits_and_restart_emits_nothing_new(
-    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, rubrics_dir: Path
+    kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = f"{topic_prefix}.spans"
-    await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
+    topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(50, seed=9)
-    group = f"{topic_prefix}.g"
-    with SidecarProcess(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=group,
-        rubrics_dir=rubrics_dir,
-        name="first",
-    ) as first:
+    with sidecar_for("first") as first:
         await produce(kafka_bootstrap, topic, feed.records)
         await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases), settle=0)
         assert first.terminate() == 0
-    with SidecarProcess(
-        tmp_path,
-        bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=group,
-        rubrics_dir=rubrics_dir,
-        name="second",
-    ) as second:
+    with sidecar_for("second") as second:
         await asyncio.sleep(3)
         assert second.metric("sidecar_kafka_records_total") == 0  # all offsets were committed
         assert second.terminate() == 0

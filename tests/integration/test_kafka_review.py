@@ -11,8 +11,8 @@ from tests.gemini_server import JudgeServer
 from tests.integration.harness import (
     SidecarProcess,
     consume_all,
-    create_topics,
     produce,
+    spans_topic,
     wait_for,
 )
 from tests.integration.scenario import make_feed
@@ -27,11 +27,8 @@ async def test_reviewed_cases_go_out_and_labels_change_agreement(
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
     (rubrics / "refund.yaml").write_text(RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0"))
-    topic = f"{topic_prefix}.spans"
     review_topic, labels_topic = f"{topic_prefix}.review", f"{topic_prefix}.labels"
-    await create_topics(
-        kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq", review_topic, labels_topic]
-    )
+    topic = await spans_topic(kafka_bootstrap, topic_prefix, review_topic, labels_topic)
     feed = make_feed(40, seed=17)
     refund = [c for c in feed.cases if c.kind.startswith("refund")]
     server = JudgeServer(responder=answer_like_a_judge).start()
