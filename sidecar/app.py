@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaError, KafkaSink, KafkaSource, LabelSource, Record
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.assemble import Assembler
+from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.decode import decode
 from sidecar.errors import DecodeError, SourceError
 from sidecar.evaluate import Case, Screener, plan
@@ -50,17 +50,6 @@ from sidecar.verdict import Verdict
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-
-
-@dataclass(slots=True)
-class _Counters:
-    """Assembler stats already exported, so only deltas are added to counters."""
-
-    spans: int = 0
-    late: int = 0
-    evicted: int = 0
-    span_limit: int = 0
-    orphans: int = 0
 
 
 class Service:
@@ -108,7 +97,8 @@ class Service:
         )
         self._inflight: set[asyncio.Task[None]] = set()
         self._emitted: OrderedDict[str, None] = OrderedDict()
-        self._exported = _Counters()
+        # Assembler stats already exported, so only deltas are added to the counters.
+        self._exported = AssemblerStats()
         self._warned_self_preference: set[tuple[str, str]] = set()
         self._review_policy = ReviewPolicy(
             audit_share=settings.review.audit_share, error_share=settings.review.error_share
@@ -391,15 +381,15 @@ class Service:
     def _export_stats(self) -> None:
         st, done = self.assembler.stats, self._exported
         self.metrics.spans.inc(st.spans - done.spans)
-        self.metrics.late_spans.inc(st.late_spans - done.late)
-        self.metrics.evictions.labels(kind="open_traces").inc(st.evicted_open_traces - done.evicted)
+        self.metrics.late_spans.inc(st.late_spans - done.late_spans)
+        self.metrics.evictions.labels(kind="open_traces").inc(
+            st.evicted_open_traces - done.evicted_open_traces
+        )
         self.metrics.evictions.labels(kind="spans_per_trace").inc(
-            st.span_limit_hits - done.span_limit
+            st.span_limit_hits - done.span_limit_hits
         )
-        self.metrics.orphan_traces.inc(st.orphan_traces - done.orphans)
-        self._exported = _Counters(
-            st.spans, st.late_spans, st.evicted_open_traces, st.span_limit_hits, st.orphan_traces
-        )
+        self.metrics.orphan_traces.inc(st.orphan_traces - done.orphan_traces)
+        self._exported = dataclasses.replace(st)
         self.metrics.open_traces.set(self.assembler.open_traces)
         for partition, lag in self.source.lag(self.offsets.next_offsets()).items():
             self.metrics.consumer_lag.labels(partition=str(partition)).set(lag)
