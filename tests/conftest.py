@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests import realparts
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -23,10 +24,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
-    bootstrap = os.environ.get("SIDECAR_TEST_KAFKA")
-    if not bootstrap:
-        pytest.skip("no Kafka broker: run the suite with scripts/test, which starts Apache Kafka")
-    return bootstrap
+    return realparts.kafka_bootstrap()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ which it fires and one in which it stays silent.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,16 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import realparts
+
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted((PROMETHEUS_DIR / "rules").glob("*.yaml"))
 TEST_FILES = sorted((PROMETHEUS_DIR / "tests").glob("*.yaml"))
 OPERATIONS = ROOT / "docs" / "operations.md"
-PROMTOOL = shutil.which("promtool")
-
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not on PATH; scripts/install-prometheus installs it"
-)
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -46,9 +42,8 @@ def _unit_tests() -> list[dict[str, Any]]:
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    assert PROMTOOL is not None
     return subprocess.run(
-        [PROMTOOL, *args],
+        [realparts.tool("promtool"), *args],
         cwd=PROMETHEUS_DIR,
         capture_output=True,
         text=True,
@@ -74,21 +69,18 @@ def test_rule_files_exist() -> None:
     assert TEST_FILES, "no promtool unit tests in deploy/prometheus/tests"
 
 
-@needs_promtool
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_check_rules(path: Path) -> None:
     result = _promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_promtool
 @pytest.mark.parametrize("path", TEST_FILES, ids=lambda p: p.name)
 def test_promtool_unit_tests(path: Path) -> None:
     result = _promtool("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_promtool
 def test_promtool_check_example_config() -> None:
     result = _promtool("check", "config", "prometheus.yml")
     assert result.returncode == 0, result.stdout + result.stderr

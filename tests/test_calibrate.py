@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -600,6 +601,24 @@ def inputs(tmp_path: Path) -> tuple[Path, Path]:
     return _write_jsonl(tmp_path / "labels.jsonl", labels), _write_jsonl(
         tmp_path / "verdicts.jsonl", verdicts
     )
+
+
+def test_report_without_matplotlib_names_the_extra(
+    inputs: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A None entry makes `import matplotlib` fail as it does where the extra is not installed.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    labels, verdicts = inputs
+    argv = ["calibrate", "--labels", str(labels), "--verdicts", str(verdicts)]
+    assert cli.main([*argv, "--report", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'sidecar-eval[report]'" in err
+    assert not (tmp_path / "rep").exists()
+    # Without --report nothing needs matplotlib.
+    assert cli.main(argv) == 0
 
 
 def test_command_writes_json_report_and_rubric(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests import realparts
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD_DIR = ROOT / "dashboards"
@@ -420,8 +421,6 @@ def test_expand_substitutes_grafana_variables() -> None:
 
 # ------------------------------------------------------------------ real Prometheus
 
-PROMETHEUS = shutil.which("prometheus")
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -432,15 +431,13 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if PROMETHEUS is None:
-        pytest.skip("prometheus not on PATH; scripts/install-prometheus installs it")
     work = tmp_path_factory.mktemp("prometheus")
     config = work / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 15s\n", encoding="utf-8")
     port = _free_port()
     proc = subprocess.Popen(
         [
-            PROMETHEUS,
+            realparts.tool("prometheus"),
             f"--config.file={config}",
             f"--storage.tsdb.path={work / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",

@@ -22,17 +22,13 @@ import yaml
 
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
+from tests import realparts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 K8S_BASE = DEPLOY / "k8s" / "base"
 COLLECTOR = DEPLOY / "collector"
 K8S_FILES = sorted(p for p in (DEPLOY / "k8s").rglob("*.yaml") if "rubrics" not in p.parts)
-OTELCOL = Path(
-    os.environ.get(
-        "SIDECAR_OTELCOL", Path.home() / ".cache" / "sidecar" / "otelcol" / "otelcol-sidecar"
-    )
-)
 
 
 def read_yaml(path: Path) -> Any:
@@ -384,9 +380,6 @@ def test_builder_manifest_has_the_components_the_configs_use() -> None:
     assert len(versions) == 1, "all components must come from one collector release"
 
 
-@pytest.mark.skipif(
-    not OTELCOL.exists(), reason=f"{OTELCOL} not built; run scripts/build-collector"
-)
 @pytest.mark.parametrize("name", ["agents.yaml", "verdicts.yaml"])
 def test_otelcol_validates_config(name: str) -> None:
     env = {
@@ -395,7 +388,7 @@ def test_otelcol_validates_config(name: str) -> None:
         "TRACING_BACKEND_ENDPOINT": "127.0.0.1:4317",
     }
     result = subprocess.run(
-        [str(OTELCOL), "validate", f"--config={COLLECTOR / name}"],
+        [str(realparts.otelcol()), "validate", f"--config={COLLECTOR / name}"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -21,6 +21,7 @@ ADAPTER_ONLY = (
     "opentelemetry.exporter",
     "prometheus_client",
     "httpx",
+    "httpx2",
     "grpc",
 )
 

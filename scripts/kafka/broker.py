@@ -5,8 +5,13 @@ Test infrastructure only. The broker's jars are resolved from Maven Central by
 scripts/kafka/pom.xml into ~/.cache/sidecar/kafka-<version>/libs (outside the
 repository) and run with the machine's Java 17.
 
-    broker.py start STATE_DIR   # prints KAFKA_BOOTSTRAP=127.0.0.1:PORT once ready
+    broker.py start STATE_DIR   # once ready: STATE_DIR/bootstrap holds 127.0.0.1:PORT
     broker.py stop STATE_DIR
+    broker.py resolve STATE_DIR # only fetch the jars
+
+Everything it says, and all that Maven and the broker print, goes to stderr or to
+log files in STATE_DIR; stdout stays empty, so nothing can leak into a caller
+that captures it.
 """
 
 from __future__ import annotations
@@ -54,19 +59,30 @@ def resolve() -> None:
     say(f"resolving Apache Kafka {VERSION} from Maven Central into {LIBS}")
     if LIBS.exists():
         shutil.rmtree(LIBS)
-    subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={LIBS}",
-            "-DincludeScope=runtime",
-        ],
-        check=True,
-    )
+    LIBS.mkdir(parents=True)
+    log = LIBS.parent / "maven.log"
+    with log.open("w") as out:
+        result = subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-Dstyle.color=never",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={LIBS}",
+                "-DincludeScope=runtime",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        sys.exit(
+            f"kafka: Maven could not resolve the broker's jars (exit {result.returncode}):\n{tail}"
+        )
     marker.write_text(VERSION)
 
 
@@ -146,6 +162,7 @@ def start(state: Path) -> None:
         ],
         check=True,
         stdout=subprocess.DEVNULL,
+        stderr=sys.stderr,
     )
     out = (state / "stdout.log").open("w")
     proc = subprocess.Popen(
@@ -171,7 +188,6 @@ def start(state: Path) -> None:
         sys.exit("kafka: broker did not open its port within 90 s")
     (state / "bootstrap").write_text(f"127.0.0.1:{port}")
     say(f"Apache Kafka {VERSION} (KRaft) up on 127.0.0.1:{port}, pid {proc.pid}, state {state}")
-    print(f"KAFKA_BOOTSTRAP=127.0.0.1:{port}")
 
 
 def stop(state: Path) -> None:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
+import httpx2
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
@@ -57,8 +57,9 @@ class GeminiBackend:
     Arguments left as ``None`` are left to google-genai, which reads its
     standard environment (API key, base URL, Vertex AI project/location).
     google-genai's own retries are switched off so the service's policy is
-    the only one in force. The HTTP client is httpx whether or not aiohttp is
-    installed, so failures look the same everywhere.
+    the only one in force. The HTTP client is httpx2 (the one google-genai
+    3.x is built on) whether or not aiohttp is installed, so failures look
+    the same everywhere and the same as the OpenAI-compatible backend's.
     """
 
     def __init__(
@@ -75,7 +76,7 @@ class GeminiBackend:
     ) -> None:
         self._timeout_s = timeout_s
         self._max_output_tokens = max_output_tokens
-        self._http = httpx.AsyncClient(follow_redirects=True)
+        self._http = httpx2.AsyncClient(follow_redirects=True)
         options = genai_types.HttpOptions(
             api_version=api_version,
             base_url=base_url,
@@ -107,14 +108,14 @@ class GeminiBackend:
         )
         config = self._config(request)
         try:
-            # httpx's timeout bounds each read; this bounds the whole exchange.
+            # httpx2's timeout bounds each read; this bounds the whole exchange.
             async with asyncio.timeout(self._timeout_s):
                 response = await self._client.aio.models.generate_content(
                     model=model, contents=contents, config=config
                 )
-        except (TimeoutError, httpx.TimeoutException) as exc:
+        except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc
         except genai_errors.APIError as exc:
             raise JudgeUnavailable(
@@ -184,7 +185,7 @@ class OpenAICompatBackend:
         self._timeout_s = timeout_s
         self._max_output_tokens = max_output_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
+        self._http = httpx2.AsyncClient(
             base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s
         )
 
@@ -212,9 +213,9 @@ class OpenAICompatBackend:
         try:
             async with asyncio.timeout(self._timeout_s):
                 response = await self._http.post("chat/completions", json=self.body(model, request))
-        except (TimeoutError, httpx.TimeoutException) as exc:
+        except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             raise JudgeUnavailable("transport", f"{type(exc).__name__}: {exc}") from exc
         if response.status_code >= 300:
             raise JudgeUnavailable(

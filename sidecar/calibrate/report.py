@@ -142,6 +142,21 @@ def image_name(row: CriterionReport) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw) + ".png"
 
 
+REPORT_EXTRA_MISSING = (
+    "--report draws confusion matrices with matplotlib, which is not installed: "
+    "install the report extra (pip install 'sidecar-eval[report]') or leave out --report"
+)
+
+
+def pictures_available() -> bool:
+    """Whether matplotlib (the optional ``report`` extra) can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def confusion_png(row: CriterionReport) -> bytes:
     """A 2x2 confusion matrix picture (humans in rows, judge in columns)."""
     # Imported here: only --report needs matplotlib, and it is slow to import.

@@ -29,9 +29,11 @@ from sidecar.calibrate.calibrate import (
     parse_verdicts,
 )
 from sidecar.calibrate.report import (
+    REPORT_EXTRA_MISSING,
     calibration_markdown,
     confusion_png,
     image_name,
+    pictures_available,
     print_calibration,
 )
 from sidecar.calibrate.rubric_write import write_back
@@ -163,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
     # With the JSON on stdout the table goes to stderr so the JSON stays parseable.
     out = err if args.json_out == "-" else stdout
     today: dt.date = args.date or dt.date.today()
+    if args.report and not pictures_available():
+        print(f"sidecar calibrate: {REPORT_EXTRA_MISSING}", file=sys.stderr)
+        return 2
     try:
         labels = parse_labels(read_lines(args.labels, err), str(args.labels))
         adjudications = (

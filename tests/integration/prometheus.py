@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -16,9 +15,8 @@ from typing import Any
 
 import yaml
 
+from tests import realparts
 from tests.integration.harness import free_port
-
-BINARY = shutil.which("prometheus")
 
 
 def fast_rules(source: Path, target: Path) -> Path:
@@ -45,8 +43,7 @@ class PrometheusProcess:
     def __init__(
         self, workdir: Path, *, target: str, rule_files: Sequence[Path], job: str = "sidecar"
     ) -> None:
-        if BINARY is None:
-            raise RuntimeError("prometheus not on PATH; scripts/install-prometheus installs it")
+        self.binary = realparts.tool("prometheus")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "prometheus.log"
@@ -65,11 +62,10 @@ class PrometheusProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> PrometheusProcess:
-        assert BINARY is not None
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [
-                    BINARY,
+                    self.binary,
                     f"--config.file={self.config_path}",
                     f"--storage.tsdb.path={self.storage}",
                     f"--web.listen-address=127.0.0.1:{self.port}",

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from sidecar.cli import main as sidecar_main
 from sidecar.decode import decode
+from tests import realparts
 from tests.agents.genai_spans import make_cases
 from tests.integration.harness import (
     REPO,
@@ -36,15 +37,6 @@ from tests.integration.harness import (
 from tests.integration.scenario import expected_outcome, write_rubrics
 
 pytestmark = [pytest.mark.kafka]
-
-BINARY = Path(
-    os.environ.get(
-        "SIDECAR_OTELCOL",
-        Path(os.environ.get("SIDECAR_CACHE", Path.home() / ".cache" / "sidecar"))
-        / "otelcol"
-        / "otelcol-sidecar",
-    )
-)
 
 
 class Collector:
@@ -60,7 +52,7 @@ class Collector:
     def __enter__(self) -> Collector:
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [str(BINARY), "--config", str(self.path)],
+                [str(realparts.otelcol()), "--config", str(self.path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
@@ -87,11 +79,7 @@ def _no_self_telemetry(config: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def collector_binary() -> Path:
-    if not BINARY.exists():
-        pytest.skip(
-            f"no Collector at {BINARY}: build it with scripts/build-collector (scripts/test does)"
-        )
-    return BINARY
+    return realparts.otelcol()
 
 
 def _wait_port(port: int, within: float = 30) -> None:

@@ -35,7 +35,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from tests.agents.genai_spans import ToolCallSpec, make_genai_trace, recorder
 from tests.gemini_server import JudgeServer, Reply, gemini_json
 from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
-from tests.integration.prometheus import BINARY, PrometheusProcess, fast_rules
+from tests.integration.prometheus import PrometheusProcess, fast_rules
 from tests.test_dashboards import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, PanelQuery, expand
 
 pytestmark = [pytest.mark.kafka]
@@ -272,8 +272,6 @@ async def run_scenario(
 def prometheus(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusProcess]:
-    if BINARY is None:
-        pytest.skip("prometheus not on PATH; scripts/install-prometheus installs it")
     work = tmp_path_factory.mktemp("panels")
     prefix = f"p{uuid.uuid4().hex[:10]}"
     topics = Topics(f"{prefix}.spans", f"{prefix}.review", f"{prefix}.labels")
