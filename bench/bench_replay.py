@@ -25,8 +25,8 @@ from sidecar.model import DecideReason  # noqa: E402
 from sidecar.replay import ReplaySummary, evaluate_traces  # noqa: E402
 from sidecar.rubric import load_rubrics  # noqa: E402
 from sidecar.sample import Sampler  # noqa: E402
-from tests.agents.adk_agent import split_requests  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
+from tests.agents.otlp import split_requests  # noqa: E402
 from tests.integration.scenario import write_rubrics  # noqa: E402
 
 

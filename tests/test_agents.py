@@ -1,4 +1,9 @@
-"""The trace generators: a real ADK agent and OTel GenAI spans, through our decoder."""
+"""The trace generators: a real ADK agent and OTel GenAI spans, through our decoder.
+
+ADK traces come in two versions: live runs of google-adk 2.13 in its own
+environment (``tests.agents.adk_traces``), and ADK 1.14 runs recorded in
+``tests/data/adk1``. Tests that hold for both take the version as a parameter.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +12,20 @@ import importlib.util
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import ReadableSpan
 
 from sidecar.checks import run_checks
 from sidecar.decode import decode
-from sidecar.model import DecideReason, Outcome, Span, StatusCode, Trace
+from sidecar.model import DecideReason, Outcome, Span, SpanKind, StatusCode, Trace
 from sidecar.rubric import load_rubrics, route
 from sidecar.transcript import build_transcript
-from tests.agents import adk_agent
-from tests.agents.adk_agent import (
-    REFUND_INJECTION,
-    REFUND_OK,
-    encode_request,
-    run_adk_agent,
-    split_requests,
-)
+from tests.agents import refund_shop
+from tests.agents.adk_traces import adk1_spans, adk2_lines, adk2_spans
 from tests.agents.genai_spans import (
     ToolCallSpec,
     make_cases,
@@ -34,9 +33,21 @@ from tests.agents.genai_spans import (
     make_traces,
     recorder,
 )
+from tests.agents.otlp import encode_request, split_requests
+from tests.agents.refund_shop import REFUND_INJECTION, REFUND_OK, SCENARIOS, Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sidecar" / "demo_data"
+ADK_SCOPE = "gcp.vertex.agent"
+
+AdkSpans = Callable[[str], list[Span]]
+ADK: dict[str, AdkSpans] = {"adk-1.14-recorded": adk1_spans, "adk-2.13-live": adk2_spans}
+ADK_VERSIONS = [pytest.param(spans_of, id=version) for version, spans_of in ADK.items()]
+ADK_RUNS = [
+    pytest.param(spans_of, scenario, id=f"{version}-{scenario.name}")
+    for version, spans_of in ADK.items()
+    for scenario in SCENARIOS
+]
 
 
 def _hex(span: ReadableSpan) -> tuple[str, str, str | None]:
@@ -49,53 +60,84 @@ def _trace(spans: list[Span]) -> Trace:
     return Trace(spans[0].trace_id, tuple(spans), DecideReason.FLUSH)
 
 
-@pytest.fixture(scope="module")
-def adk_ok() -> list[ReadableSpan]:
-    return run_adk_agent(REFUND_OK)
+def _by_name(spans: list[Span]) -> dict[str, list[Span]]:
+    grouped: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        grouped[span.name].append(span)
+    return grouped
 
 
-# --- the ADK agent ---------------------------------------------------------------------------
+# --- the ADK agent: span trees -----------------------------------------------------------------
 
-
-def test_adk_emits_its_v1_span_tree(adk_ok: list[ReadableSpan]) -> None:
-    by_id = {_hex(s)[1]: s for s in adk_ok}
-    names = [s.name for s in adk_ok]
-    assert sorted(names) == sorted(
-        [
-            "invocation",
-            "agent_run [refund_agent]",
-            "call_llm",
-            "call_llm",
-            "call_llm",
-            "execute_tool lookup_order",
-            "execute_tool issue_refund",
-        ]
-    )
-    assert {_hex(s)[0] for s in adk_ok} == {_hex(adk_ok[0])[0]}
-    assert {s.instrumentation_scope.name for s in adk_ok if s.instrumentation_scope} == {
-        "gcp.vertex.agent"
-    }
-
-    def parent_name(span: ReadableSpan) -> str | None:
-        parent = _hex(span)[2]
-        return by_id[parent].name if parent else None
-
-    # The root ends last; execute_tool runs inside the call_llm that asked for it.
-    assert adk_ok[-1].name == "invocation"
-    assert parent_name(adk_ok[-1]) is None
-    expected_parent = {
+# Span names in start order, and each name's parent, as the two ADK versions emit them
+# for REFUND_OK (two tool calls, three model calls).
+ADK1_TREE = (
+    [
+        "invocation",
+        "agent_run [refund_agent]",
+        "call_llm",
+        "execute_tool lookup_order",
+        "call_llm",
+        "execute_tool issue_refund",
+        "call_llm",
+    ],
+    {
+        "invocation": None,
         "agent_run [refund_agent]": "invocation",
         "call_llm": "agent_run [refund_agent]",
+        # v1 runs a tool inside the call_llm span that asked for it.
         "execute_tool lookup_order": "call_llm",
         "execute_tool issue_refund": "call_llm",
-    }
-    for span in adk_ok[:-1]:
-        assert parent_name(span) == expected_parent[span.name], span.name
+    },
+)
+ADK2_TREE = (
+    [
+        "invoke_workflow refund_agent",
+        "invoke_agent refund_agent",
+        "generate_content gemini-2.5-flash",
+        "execute_tool lookup_order",
+        "generate_content gemini-2.5-flash",
+        "execute_tool issue_refund",
+        "generate_content gemini-2.5-flash",
+    ],
+    {
+        "invoke_workflow refund_agent": None,
+        "invoke_agent refund_agent": "invoke_workflow refund_agent",
+        # v2 has no call_llm: model calls and tools are siblings under the agent.
+        "generate_content gemini-2.5-flash": "invoke_agent refund_agent",
+        "execute_tool lookup_order": "invoke_agent refund_agent",
+        "execute_tool issue_refund": "invoke_agent refund_agent",
+    },
+)
 
 
-def test_adk_attributes_carry_the_conversation(adk_ok: list[ReadableSpan]) -> None:
-    tools = {s.name: s.attributes or {} for s in adk_ok if s.name.startswith("execute_tool")}
-    refund = tools["execute_tool issue_refund"]
+@pytest.mark.parametrize(
+    ("spans_of", "tree"),
+    [
+        pytest.param(adk1_spans, ADK1_TREE, id="adk-1.14-recorded"),
+        pytest.param(adk2_spans, ADK2_TREE, id="adk-2.13-live"),
+    ],
+)
+def test_adk_span_tree(spans_of: AdkSpans, tree: tuple[list[str], dict[str, str | None]]) -> None:
+    order, parents = tree
+    spans = spans_of(REFUND_OK.name)
+    by_id = {s.span_id: s for s in spans}
+    in_start_order = sorted(spans, key=lambda s: (s.start_time_unix_nano, -s.end_time_unix_nano))
+    assert [s.name for s in in_start_order] == order
+    for span in spans:
+        parent = by_id[span.parent_span_id].name if span.parent_span_id else None
+        assert parent == parents[span.name], span.name
+    # Finish order: the root ends last.
+    assert spans[-1].parent_span_id is None
+    assert {s.trace_id for s in spans} == {spans[0].trace_id}
+    assert {s.scope_name for s in spans} == {ADK_SCOPE}
+    assert {s.kind for s in spans} == {SpanKind.INTERNAL}
+    assert {s.status_code for s in spans} == {StatusCode.UNSET}
+
+
+def test_adk1_attributes_carry_the_conversation() -> None:
+    spans = _by_name(adk1_spans(REFUND_OK.name))
+    (refund,) = (s.attributes for s in spans["execute_tool issue_refund"])
     assert refund["gen_ai.tool.name"] == "issue_refund"
     assert refund["gen_ai.tool.call.id"] == "call-2"
     assert json.loads(str(refund["gcp.vertex.agent.tool_call_args"])) == {
@@ -104,7 +146,7 @@ def test_adk_attributes_carry_the_conversation(adk_ok: list[ReadableSpan]) -> No
     }
     assert json.loads(str(refund["gcp.vertex.agent.tool_response"]))["refund_id"] == "RF-A1001"
 
-    llm = [s.attributes or {} for s in adk_ok if s.name == "call_llm"]
+    llm = [s.attributes for s in spans["call_llm"]]
     first_request = json.loads(str(llm[0]["gcp.vertex.agent.llm_request"]))
     assert first_request["contents"][0]["parts"][0]["text"] == REFUND_OK.user_input
     final = json.loads(str(llm[-1]["gcp.vertex.agent.llm_response"]))
@@ -113,59 +155,121 @@ def test_adk_attributes_carry_the_conversation(adk_ok: list[ReadableSpan]) -> No
     assert all(int(str(a["gen_ai.usage.input_tokens"])) > 0 for a in llm)
 
 
-def test_adk_tracers_are_restored_after_a_run(adk_ok: list[ReadableSpan]) -> None:
-    import google.adk.runners
-    import google.adk.telemetry
-
-    for module in (google.adk.telemetry, google.adk.runners):
-        assert isinstance(module.tracer, otel_trace.ProxyTracer)
-    # Nothing was installed globally.
-    assert isinstance(otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider)
+ADK1_CONTENT_KEYS = {
+    "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.llm_response",
+    "gcp.vertex.agent.tool_call_args",
+    "gcp.vertex.agent.tool_response",
+}
 
 
-def test_adk_run_is_reproducible(adk_ok: list[ReadableSpan]) -> None:
-    assert encode_request(run_adk_agent(REFUND_OK)) == encode_request(adk_ok)
+def test_adk2_attributes_carry_the_conversation() -> None:
+    every = adk2_spans(REFUND_OK.name)
+    assert not ADK1_CONTENT_KEYS & {key for span in every for key in span.attributes}
+    spans = _by_name(every)
 
+    (refund,) = (s.attributes for s in spans["execute_tool issue_refund"])
+    assert refund["gen_ai.operation.name"] == "execute_tool"
+    assert refund["gen_ai.tool.name"] == "issue_refund"
+    assert refund["gen_ai.tool.call.id"] == "call-2"
+    assert json.loads(str(refund["gen_ai.tool.call.arguments"])) == {
+        "order_id": "A1001",
+        "amount": 129.99,
+    }
+    assert json.loads(str(refund["gen_ai.tool.call.result"]))["refund_id"] == "RF-A1001"
 
-def test_adk_request_decodes_with_the_same_ids(adk_ok: list[ReadableSpan]) -> None:
-    decoded = decode(encode_request(adk_ok))
-    assert [(s.trace_id, s.span_id, s.parent_span_id, s.name) for s in decoded] == [
-        (*_hex(s), s.name) for s in adk_ok
+    llm = [s.attributes for s in spans["generate_content gemini-2.5-flash"]]
+    assert {a["gen_ai.operation.name"] for a in llm} == {"generate_content"}
+    first_input = json.loads(str(llm[0]["gen_ai.input.messages"]))
+    assert first_input == [
+        {"role": "user", "parts": [{"type": "text", "content": REFUND_OK.user_input}]}
     ]
-    assert {(s.resource["service.name"], s.resource["service.version"]) for s in decoded} == {
+    (final,) = json.loads(str(llm[-1]["gen_ai.output.messages"]))
+    assert final["parts"] == [{"type": "text", "content": REFUND_OK.answer}]
+    assert all(a["gen_ai.request.model"] == "gemini-2.5-flash" for a in llm)
+    assert all(int(str(a["gen_ai.usage.input_tokens"])) > 0 for a in llm)
+    assert all(a["gen_ai.conversation.id"] == REFUND_OK.session_id for a in llm)
+
+    (workflow,) = (s.attributes for s in spans["invoke_workflow refund_agent"])
+    assert workflow["gen_ai.operation.name"] == "invoke_workflow"
+    assert workflow["gen_ai.workflow.name"] == "refund_agent"
+    (agent,) = (s.attributes for s in spans["invoke_agent refund_agent"])
+    assert agent["gen_ai.agent.name"] == "refund_agent"
+    # Neither carries the conversation: it is read from the model calls.
+    assert not {"gen_ai.input.messages", "gen_ai.output.messages"} & {*workflow, *agent}
+
+
+def test_adk2_run_is_reproducible() -> None:
+    # A process of its own, running one scenario instead of all four, gives the same bytes.
+    alone = adk2_lines((REFUND_OK.name,))
+    assert alone[REFUND_OK.name] == adk2_lines()[REFUND_OK.name]
+
+
+@pytest.mark.parametrize("spans_of", ADK_VERSIONS)
+def test_adk_scenarios_are_distinct_traces(spans_of: AdkSpans) -> None:
+    ids = {spans_of(s.name)[0].trace_id for s in SCENARIOS}
+    assert len(ids) == len(SCENARIOS)
+
+
+@pytest.mark.parametrize("spans_of", ADK_VERSIONS)
+def test_adk_request_has_the_service_and_scope(spans_of: AdkSpans) -> None:
+    spans = spans_of(REFUND_OK.name)
+    assert {(s.resource["service.name"], s.resource["service.version"]) for s in spans} == {
         ("refund-agent", "1.4.2")
     }
-    assert {s.scope_name for s in decoded} == {"gcp.vertex.agent"}
+    assert {s.scope_name for s in spans} == {ADK_SCOPE}
 
 
-@pytest.mark.parametrize("parts", [1, 2, 3, 50], ids=lambda n: f"{n}-parts")
-def test_split_requests_keeps_every_span_once(adk_ok: list[ReadableSpan], parts: int) -> None:
-    records = split_requests(adk_ok, parts)
-    assert len(records) == min(parts, len(adk_ok))
-    decoded = [span for record in records for span in decode(record)]
-    assert [s.span_id for s in decoded] == [_hex(s)[1] for s in adk_ok]
+# --- the ADK agent: what sidecar reads from it ---------------------------------------------------
+
+TOOLS = {tool.__name__: tool for tool in refund_shop.TOOLS}
 
 
-def test_adk_transcript_has_input_tools_and_answer(adk_ok: list[ReadableSpan]) -> None:
-    transcript = build_transcript(_trace(decode(encode_request(adk_ok))), {"web_fetch"})
-    assert transcript.user_input == REFUND_OK.user_input
-    assert transcript.answer == REFUND_OK.answer
-    assert [(c.name, json.loads(c.arguments or "null")) for c in transcript.tool_calls] == [
-        (name, args) for name, args in REFUND_OK.calls
-    ]
-    assert json.loads(transcript.tool_calls[1].result or "null")["amount"] == 129.99
-    assert transcript.agent_version == "1.4.2"
-    assert transcript.models == ("gemini-2.5-flash",)
-
-
-def test_adk_transcript_marks_web_fetch_untrusted() -> None:
-    spans = decode(encode_request(run_adk_agent(REFUND_INJECTION)))
+@pytest.mark.parametrize(("spans_of", "scenario"), ADK_RUNS)
+def test_adk_transcript_has_input_tools_and_answer(spans_of: AdkSpans, scenario: Scenario) -> None:
+    spans = spans_of(scenario.name)
     transcript = build_transcript(_trace(spans), {"web_fetch"})
+    assert transcript.agent_name == "refund_agent"
+    assert transcript.agent_version == "1.4.2"
+    assert transcript.user_input == scenario.user_input
+    assert transcript.answer == scenario.answer
+    calls = transcript.tool_calls
+    assert [(c.name, c.call_id, json.loads(c.arguments or "null")) for c in calls] == [
+        (name, f"call-{index}", args) for index, (name, args) in enumerate(scenario.calls, 1)
+    ]
+    assert [json.loads(c.result or "null") for c in calls] == [
+        TOOLS[name](**args) for name, args in scenario.calls
+    ]
+    assert transcript.models == ("gemini-2.5-flash",)
+    # Only the model-call spans report usage; each is counted once.
+    for side in ("input", "output"):
+        reported = [s.attributes.get(f"gen_ai.usage.{side}_tokens") for s in spans]
+        assert len([n for n in reported if n]) == len(scenario.calls) + 1
+        assert getattr(transcript, f"{side}_tokens") == sum(int(str(n or 0)) for n in reported)
+    assert transcript.error_spans == ()
+    # Seven spans, 14 distinct boundaries on the agent's normalised 120 ms timeline.
+    assert transcript.latency_ms == pytest.approx(13 * 120.0)
+
+
+@pytest.mark.parametrize("spans_of", ADK_VERSIONS)
+def test_adk_transcript_marks_web_fetch_untrusted(spans_of: AdkSpans) -> None:
+    transcript = build_transcript(_trace(spans_of(REFUND_INJECTION.name)), {"web_fetch"})
     fetched = [c for c in transcript.tool_calls if c.name == "web_fetch"]
     assert len(fetched) == 1
     assert fetched[0].untrusted
     assert "ignore previous instructions" in (fetched[0].result or "")
     assert not any(c.untrusted for c in transcript.tool_calls if c.name != "web_fetch")
+
+
+@pytest.mark.parametrize(("spans_of", "scenario"), ADK_RUNS)
+def test_adk_scenarios_fail_the_bundled_rubrics_as_intended(
+    spans_of: AdkSpans, scenario: Scenario
+) -> None:
+    spans = spans_of(scenario.name)
+    (rubric,) = route(load_rubrics(DEMO / "rubrics"), spans[0].resource, {})
+    results = run_checks(rubric, build_transcript(_trace(spans), rubric.untrusted_tools))
+    assert not [r for r in results if r.outcome is Outcome.ERROR]
+    assert {r.name for r in results if r.outcome is Outcome.FAIL} == scenario.expected_failures
 
 
 # --- GenAI-convention spans ------------------------------------------------------------------
@@ -213,6 +317,15 @@ def test_genai_trace_follows_the_semantic_conventions() -> None:
     assert root.duration_ms == pytest.approx(1800.0)
     assert all(root.start_time_unix_nano <= s.start_time_unix_nano for s in spans)
     assert all(s.end_time_unix_nano <= root.end_time_unix_nano for s in spans)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 50], ids=lambda n: f"{n}-parts")
+def test_split_requests_keeps_every_span_once(parts: int) -> None:
+    spans = _genai()
+    records = split_requests(spans, parts)
+    assert len(records) == min(parts, len(spans))
+    decoded = [span for record in records for span in decode(record)]
+    assert [s.span_id for s in decoded] == [_hex(s)[1] for s in spans]
 
 
 def test_genai_trace_transcript() -> None:
@@ -297,7 +410,7 @@ def test_demo_checks_fail_exactly_where_intended() -> None:
 
 
 def test_demo_data_is_up_to_date() -> None:
-    # Loaded in-process: a subprocess would pay the slow google.adk import again.
+    # Loaded in-process: it is a script without a .py suffix, not a module.
     path = REPO / "scripts" / "make-demo-data"
     loader = importlib.machinery.SourceFileLoader("make_demo_data", str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
@@ -314,11 +427,6 @@ def test_demo_data_is_up_to_date() -> None:
         "stale: run scripts/make-demo-data"
     )
     assert json.loads((DEMO / "expected.json").read_text(encoding="utf-8")) == expected
-
-
-def test_adk_scenarios_are_distinct_traces() -> None:
-    ids = {_hex(run_adk_agent(s)[0])[0] for s in adk_agent.SCENARIOS}
-    assert len(ids) == len(adk_agent.SCENARIOS)
 
 
 def test_make_cases_fail_the_bundled_rubrics_as_labelled() -> None:

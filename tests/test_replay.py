@@ -24,8 +24,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from sidecar.cli import main
 from sidecar.commands.demo import demo_data
-from tests.agents.adk_agent import encode_request, split_requests
+from tests.agents.adk_traces import adk2_lines
 from tests.agents.genai_spans import GenAICase, make_cases
+from tests.agents.otlp import encode_request, split_requests
+from tests.agents.refund_shop import BY_NAME
 
 DEMO_TRACES, DEMO_RUBRICS = demo_data()
 EXPECTED = json.loads((DEMO_TRACES.parent / "expected.json").read_text(encoding="utf-8"))
@@ -173,6 +175,32 @@ def test_generated_traces_fail_the_checks_they_were_built_to_fail(
     for case in cases:
         failed = {c["name"] for c in by_trace[case.trace_id]["checks"] if c["outcome"] == "FAIL"}
         assert failed == case.expected_failures, case.kind
+
+
+@pytest.mark.parametrize("fmt", ["json_lines", "proto_file_exporter"])
+def test_live_adk2_traces_fail_the_checks_they_were_built_to_fail(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = adk2_lines()
+    path = tmp_path / f"adk2.{fmt}"
+    if fmt == "json_lines":
+        path.write_text("".join(line + "\n" for line in lines.values()), encoding="utf-8")
+    else:
+        path.write_bytes(length_prefixed([otlp_json_to_proto(line) for line in lines.values()]))
+    code, out, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS)
+    assert code == 1, err
+    assert f"{len(lines)} traces, {len(lines)} verdicts" in err
+    by_trace = {r["trace_id"]: r for r in records(out)}
+    for name, line in lines.items():
+        record = by_trace[line_trace_id(line)]
+        assert (record["rubric_id"], record["agent"], record["agent_version"]) == (
+            "refund-support",
+            "refund_agent",
+            "1.4.2",
+        )
+        failed = {c["name"] for c in record["checks"] if c["outcome"] == "FAIL"}
+        assert failed == BY_NAME[name].expected_failures, name
+        assert record["outcome"] == ("unacceptable" if failed else "acceptable"), name
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.agents.adk_agent import split_requests
 from tests.agents.genai_spans import GenAICase, make_cases
+from tests.agents.otlp import split_requests
 
 # Check names match tests.agents.genai_spans' expected failures.
 RUBRICS = {

@@ -1,0 +1,88 @@
+"""Google ADK traces for the tests: live ADK 2 runs, and recorded ADK 1.14 runs.
+
+ADK 2 needs google-genai 2.x and sidecar google-genai 3, so the agent runs in
+an environment of its own (``tests/agents/adk_env``, made by ``scripts/bootstrap
+adk``) as a subprocess, ``python -m tests.agents.adk_agent``, and hands over
+OTLP/JSON lines, as a Collector's file exporter would. The interpreter is
+``$SIDECAR_ADK_PYTHON`` (scripts/test sets it), else ``.venv-adk/bin/python``.
+Each set of scenarios runs once per test session; a missing environment or a
+failed run fails the tests that need it, with the reason.
+
+ADK 1.x is no longer installable next to ADK 2, so its traces are the ones
+recorded from ADK 1.14 in ``tests/data/adk1`` (see the README there).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from sidecar.decode import decode
+from sidecar.model import Span
+from tests.agents.refund_shop import SCENARIOS
+
+REPO = Path(__file__).resolve().parents[2]
+ADK_PYTHON_ENV = "SIDECAR_ADK_PYTHON"
+DEFAULT_ADK_PYTHON = REPO / ".venv-adk" / "bin" / "python"
+ADK1_DATA = REPO / "tests" / "data" / "adk1"
+ALL = tuple(s.name for s in SCENARIOS)
+_RUN_TIMEOUT_S = 300
+
+
+def adk_python(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get(ADK_PYTHON_ENV) or DEFAULT_ADK_PYTHON)
+
+
+def adk2_lines(names: tuple[str, ...] = ALL) -> dict[str, str]:
+    """One OTLP/JSON line per scenario, from a live ADK 2 run of ``names`` (cached)."""
+    lines = _run_adk2(names, adk_python())
+    if isinstance(lines, str):
+        pytest.fail(lines, pytrace=False)
+    return lines
+
+
+def adk2_spans(name: str) -> list[Span]:
+    """The decoded spans of scenario ``name``'s ADK 2 run, in finish order (root last)."""
+    return decode(adk2_lines()[name].encode())
+
+
+def adk1_line(name: str) -> str:
+    """The recorded ADK 1.14 trace of scenario ``name``: one OTLP/JSON line."""
+    return (ADK1_DATA / f"{name}.jsonl").read_text(encoding="utf-8").strip()
+
+
+def adk1_spans(name: str) -> list[Span]:
+    return decode(adk1_line(name).encode())
+
+
+@functools.cache
+def _run_adk2(names: tuple[str, ...], python: Path) -> dict[str, str] | str:
+    # A failure is cached as its message too: the run would only fail again.
+    setup = "run scripts/bootstrap adk, or set SIDECAR_ADK_PYTHON to its interpreter"
+    if not python.is_file():
+        return f"no ADK 2 environment: {python} does not exist; {setup}"
+    try:
+        done = subprocess.run(
+            [str(python), "-m", "tests.agents.adk_agent", *names],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=_RUN_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"the ADK 2 agent ({python}) did not finish within {_RUN_TIMEOUT_S}s"
+    if done.returncode != 0:
+        return (
+            f"the ADK 2 agent ({python} -m tests.agents.adk_agent) exited with "
+            f"{done.returncode}; {setup}. Its stderr ends:\n{done.stderr[-3000:]}"
+        )
+    lines = done.stdout.splitlines()
+    if len(lines) != len(names):
+        return f"the ADK 2 agent wrote {len(lines)} lines for {len(names)} scenarios"
+    return dict(zip(names, lines, strict=True))
