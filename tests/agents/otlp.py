@@ -1,21 +1,18 @@
 """OTLP requests from finished SDK spans, encoded by the OTel SDK's own encoder.
 
-Imports only the OTel SDK and protobuf, so both environments can use it: the
-project's, and the ADK one ``adk_agent`` runs in (which cannot import sidecar).
+Imports only the OTel SDK, protobuf and ``sidecar.otlpjson`` (which needs only
+protobuf), so both environments can use it: the project's, and the ADK one
+``adk_agent`` runs in, where the rest of sidecar cannot be imported.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Sequence
-from typing import Any
 
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-_ID_FIELDS = frozenset({"traceId", "spanId", "parentSpanId"})
+from sidecar.otlpjson import request_to_json_line
 
 
 def encode_request(spans: Sequence[ReadableSpan]) -> bytes:
@@ -41,20 +38,7 @@ def json_line(spans: Sequence[ReadableSpan]) -> str:
     """One request as a line of OTLP/JSON, as the Collector's file exporter writes it.
 
     The protobuf JSON mapping (camelCase) with trace and span ids in hex, on one
-    line; the same bytes sidecar.otlpjson writes for the demo data.
+    line: sidecar's own writer (it needs only protobuf, so the ADK environment
+    can import it too).
     """
-    document = MessageToDict(encode_spans(spans))
-    _hex_ids(document)
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-
-
-def _hex_ids(node: Any) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_FIELDS and isinstance(value, str):
-                node[key] = base64.b64decode(value).hex()
-            else:
-                _hex_ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            _hex_ids(item)
+    return request_to_json_line(encode_spans(spans))
