@@ -1,8 +1,8 @@
 """A real google-adk 2 agent, driven by a scripted model; its traces as OTLP/JSON lines.
 
 Runs in the ADK environment (``tests/agents/adk_env``: google-adk 2.13, which
-needs google-genai 2.x), never in the project's, and so must not import
-sidecar. From the repository root::
+needs google-genai 2.x), never in the project's, so of sidecar it may import
+only ``sidecar.otlpjson`` (protobuf only). From the repository root::
 
     $SIDECAR_ADK_PYTHON -m tests.agents.adk_agent [--out FILE] [SCENARIO ...]
 
