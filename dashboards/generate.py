@@ -6,6 +6,19 @@ edit this script, then run it:
     python dashboards/generate.py           # rewrite the JSON files
     python dashboards/generate.py --check   # exit 1 if a file is out of date
 
+Three layers, top to bottom: PromQL helpers that return strings; one builder
+per panel type (``timeseries``, ``stat``, ``bargauge``, ``table``,
+``breaker_timeline``) that writes Grafana's JSON model as plain dicts; and the
+dashboards as content (which panel shows what: title, description,
+``(expr, legend)`` queries, unit, thresholds, width).
+
+The builders spell out every option, so the JSON moves only when this script
+does. grafana-foundation-sdk was tried for them (0.0.21, November 2026): it
+wrote the same panels in as many lines, added its own defaults to every panel
+and schemaVersion 42, warns that its classic-dashboard builder is deprecated
+in favour of the v2 schema, and on PyPI an unpinned install resolves to a
+January 2026 build for Grafana 10.1 that lacks methods the port needs.
+
 Conventions every panel follows (tests/test_dashboards.py enforces them):
 - the data source is the ``${datasource}`` variable;
 - every query is a PromQL ``expr`` in ``targets``, built only from sidecar's
@@ -19,7 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +43,12 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
 RANGE = "$__range"
 
+# Grafana's JSON model, kept as plain dicts: what is written is what Grafana reads.
+Board = dict[str, Any]
 Panel = dict[str, Any]
+Target = dict[str, Any]
+Query = tuple[str, str]  # (PromQL expr, legend format)
+Steps = list[tuple[str, float | None]]
 
 # Label filters per metric family; each uses only labels that family has.
 CASES = 'rubric=~"$rubric", agent=~"$agent", judge_model=~"$judge_model"'
@@ -37,9 +56,12 @@ CRITERIA = 'rubric=~"$rubric", judge_model=~"$judge_model"'
 RUBRIC = 'rubric=~"$rubric"'
 JUDGE = 'judge_model=~"$judge_model"'
 
-GOOD_HIGH = [("red", None), ("orange", 0.8), ("green", 0.95)]
-ERROR_LOW = [("green", None), ("orange", 0.01), ("red", 0.03)]
-KAPPA = [("red", None), ("orange", 0.4), ("green", 0.6)]
+# Threshold steps (color, from value); None is the base step.
+GREEN: Steps = [("green", None)]
+GOOD_HIGH: Steps = [("red", None), ("orange", 0.8), ("green", 0.95)]
+ERROR_LOW: Steps = [("green", None), ("orange", 0.01), ("red", 0.03)]
+ERROR_ALERT: Steps = [("transparent", None), ("red", 0.03)]  # a line at the alert's 3%
+KAPPA: Steps = [("red", None), ("orange", 0.4), ("green", 0.6)]
 
 
 # ---------------------------------------------------------------- PromQL
@@ -61,6 +83,11 @@ def rate(metric: str, *matchers: str, by: Iterable[str] = (), window: str = RATE
 
 def per_minute(metric: str, *matchers: str, by: Iterable[str] = ()) -> str:
     return f"{rate(metric, *matchers, by=by)} * 60"
+
+
+def in_range(metric: str, *matchers: str, by: Iterable[str]) -> str:
+    """The increase over the dashboard's time range, for stats and tables."""
+    return f"{agg(by)} (increase({sel(metric, *matchers)}[{RANGE}]))"
 
 
 def share(
@@ -118,10 +145,19 @@ def first_seen(metric: str, matchers: str, by: Iterable[str]) -> str:
 # ---------------------------------------------------------------- panels
 
 
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """A panel and its size on Grafana's 24-column grid; ``layout`` places it."""
+
+    panel: Panel
+    w: int
+    h: int
+
+
 def target(
     expr: str, legend: str = "", ref: str = "A", instant: bool = False, table: bool = False
-) -> dict[str, Any]:
-    t: dict[str, Any] = {
+) -> Target:
+    t: Target = {
         "refId": ref,
         "datasource": DS,
         "editorMode": "code",
@@ -135,44 +171,72 @@ def target(
     return t
 
 
-def targets(*pairs: tuple[str, str], instant: bool = False) -> list[dict[str, Any]]:
-    return [target(e, legend, chr(ord("A") + i), instant) for i, (e, legend) in enumerate(pairs)]
+def targets(queries: tuple[Query, ...], instant: bool) -> list[Target]:
+    """One target per (expr, legend), with refIds A, B, ... in order."""
+    return [target(e, legend, chr(ord("A") + i), instant) for i, (e, legend) in enumerate(queries)]
 
 
-def thresholds(steps: list[tuple[str, float | None]]) -> dict[str, Any]:
-    return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
-
-
-def defaults(
-    unit: str, lo: float | None, hi: float | None, steps: list[tuple[str, float | None]] | None
+def field_defaults(
+    unit: str,
+    steps: Steps,
+    color: str = "thresholds",
+    lo: float | None = None,
+    hi: float | None = None,
 ) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "unit": unit,
-        "color": {"mode": "palette-classic" if steps is None else "thresholds"},
-    }
+    d: dict[str, Any] = {"unit": unit, "color": {"mode": color}}
     if lo is not None:
         d["min"] = lo
     if hi is not None:
         d["max"] = hi
-    d["thresholds"] = thresholds(steps or [("green", None)])
+    d["thresholds"] = {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
     return d
+
+
+def panel(
+    kind: str,
+    title: str,
+    description: str,
+    tgts: list[Target],
+    defaults: dict[str, Any],
+    options: dict[str, Any],
+    w: int,
+    h: int,
+    **extra: Any,
+) -> Cell:
+    """The fields every panel has; ``extra`` goes after the targets."""
+    return Cell(
+        {
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": DS,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": options,
+            "targets": tgts,
+            **extra,
+        },
+        w,
+        h,
+    )
+
+
+LAST_VALUE = {"calcs": ["lastNotNull"], "fields": "", "values": False}
 
 
 def timeseries(
     title: str,
     description: str,
-    tgts: list[dict[str, Any]],
+    *queries: Query,
     unit: str = "short",
     lo: float | None = 0,
     hi: float | None = None,
-    steps: list[tuple[str, float | None]] | None = None,
+    steps: Steps | None = None,
     stack: bool = False,
     w: int = 12,
     h: int = 8,
-) -> Panel:
-    d = defaults(unit, lo, hi, None)
-    if steps is not None:
-        d["thresholds"] = thresholds(steps)
+) -> Cell:
+    """Range queries as lines, legend as a table on the right; ``steps`` shows as dashed lines."""
+    d = field_defaults(unit, steps or GREEN, "palette-classic", lo, hi)
     d["custom"] = {
         "drawStyle": "line",
         "lineWidth": 1,
@@ -183,118 +247,94 @@ def timeseries(
         # Threshold lines mark alert thresholds on the graph.
         "thresholdsStyle": {"mode": "dashed" if steps is not None else "off"},
     }
-    return {
-        "type": "timeseries",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": d, "overrides": []},
-        "options": {
-            "legend": {
-                "displayMode": "table",
-                "placement": "right",
-                "showLegend": True,
-                "calcs": ["lastNotNull", "mean"],
-            },
-            "tooltip": {"mode": "multi", "sort": "desc"},
+    options = {
+        "legend": {
+            "displayMode": "table",
+            "placement": "right",
+            "showLegend": True,
+            "calcs": ["lastNotNull", "mean"],
         },
-        "targets": tgts,
-        "_size": (w, h),
+        "tooltip": {"mode": "multi", "sort": "desc"},
     }
+    return panel("timeseries", title, description, targets(queries, False), d, options, w, h)
 
 
 def stat(
     title: str,
     description: str,
-    tgts: list[dict[str, Any]],
+    *queries: Query,
     unit: str = "short",
-    steps: list[tuple[str, float | None]] | None = None,
+    steps: Steps | None = None,
     w: int = 6,
     h: int = 5,
-) -> Panel:
-    return {
-        "type": "stat",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {
-            "defaults": defaults(unit, None, None, steps or [("blue", None)]),
-            "overrides": [],
-        },
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "value",
-            "graphMode": "none",
-            "justifyMode": "auto",
-            "orientation": "auto",
-            "textMode": "auto",
-            "wideLayout": True,
-        },
-        "targets": tgts,
-        "_size": (w, h),
+) -> Cell:
+    """Instant queries, one number per series, colored by ``steps`` (blue without)."""
+    options = {
+        "reduceOptions": LAST_VALUE,
+        "colorMode": "value",
+        "graphMode": "none",
+        "justifyMode": "auto",
+        "orientation": "auto",
+        "textMode": "auto",
+        "wideLayout": True,
     }
+    d = field_defaults(unit, steps or [("blue", None)])
+    return panel("stat", title, description, targets(queries, True), d, options, w, h)
 
 
 def bargauge(
     title: str,
     description: str,
-    tgts: list[dict[str, Any]],
+    *queries: Query,
     unit: str,
-    steps: list[tuple[str, float | None]],
+    steps: Steps,
     lo: float | None = 0,
     hi: float | None = 1,
     w: int = 12,
     h: int = 8,
-) -> Panel:
-    return {
-        "type": "bargauge",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": defaults(unit, lo, hi, steps), "overrides": []},
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "displayMode": "gradient",
-            "orientation": "horizontal",
-            "showUnfilled": True,
-            "valueMode": "color",
-            "namePlacement": "auto",
-            "sizing": "auto",
-        },
-        "targets": tgts,
-        "_size": (w, h),
+) -> Cell:
+    """Instant queries as horizontal bars colored by ``steps``."""
+    options = {
+        "reduceOptions": LAST_VALUE,
+        "displayMode": "gradient",
+        "orientation": "horizontal",
+        "showUnfilled": True,
+        "valueMode": "color",
+        "namePlacement": "auto",
+        "sizing": "auto",
     }
+    d = field_defaults(unit, steps, lo=lo, hi=hi)
+    return panel("bargauge", title, description, targets(queries, True), d, options, w, h)
 
 
 def table(
     title: str, description: str, expr: str, value_name: str, w: int = 12, h: int = 7
-) -> Panel:
-    return {
-        "type": "table",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": defaults("short", None, None, None), "overrides": []},
-        "options": {
-            "showHeader": True,
-            "cellHeight": "sm",
-            "footer": {"show": False, "reducer": ["sum"], "fields": ""},
-        },
-        "targets": [target(expr, instant=True, table=True)],
-        "transformations": [
-            {
-                "id": "organize",
-                "options": {"excludeByName": {"Time": True}, "renameByName": {"Value": value_name}},
-            }
-        ],
-        "_size": (w, h),
+) -> Cell:
+    """One instant query as a table, its value column renamed to ``value_name``."""
+    options = {
+        "showHeader": True,
+        "cellHeight": "sm",
+        "footer": {"show": False, "reducer": ["sum"], "fields": ""},
     }
+    organize = {"excludeByName": {"Time": True}, "renameByName": {"Value": value_name}}
+    return panel(
+        "table",
+        title,
+        description,
+        [target(expr, instant=True, table=True)],
+        field_defaults("short", GREEN, "palette-classic"),
+        options,
+        w,
+        h,
+        transformations=[{"id": "organize", "options": organize}],
+    )
 
 
-def state_timeline(
-    title: str, description: str, tgts: list[dict[str, Any]], w: int = 12, h: int = 8
-) -> Panel:
-    d = defaults("short", None, None, [("green", None), ("red", 1)])
+def breaker_timeline(
+    title: str, description: str, *queries: Query, w: int = 12, h: int = 8
+) -> Cell:
+    """State timeline of a 0/1 series read as a circuit breaker: 0 closed, 1 open."""
+    d = field_defaults("short", [("green", None), ("red", 1)])
     d["mappings"] = [
         {
             "type": "value",
@@ -304,42 +344,34 @@ def state_timeline(
             },
         }
     ]
-    return {
-        "type": "state-timeline",
-        "title": title,
-        "description": description,
-        "datasource": DS,
-        "fieldConfig": {"defaults": d, "overrides": []},
-        "options": {
-            "mergeValues": True,
-            "showValue": "auto",
-            "alignValue": "left",
-            "rowHeight": 0.9,
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "single", "sort": "none"},
-        },
-        "targets": tgts,
-        "_size": (w, h),
+    options = {
+        "mergeValues": True,
+        "showValue": "auto",
+        "alignValue": "left",
+        "rowHeight": 0.9,
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "single", "sort": "none"},
     }
+    return panel("state-timeline", title, description, targets(queries, False), d, options, w, h)
 
 
-def row(title: str) -> Panel:
-    return {"type": "row", "title": title, "collapsed": False, "panels": [], "_size": (24, 1)}
+def row(title: str) -> Cell:
+    return Cell({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
 
 
-def layout(panels: list[Panel]) -> list[Panel]:
+def layout(cells: list[Cell]) -> list[Panel]:
     """Give panels ids and grid positions: left to right, wrapping at 24 columns."""
     x = y = row_h = 0
     out: list[Panel] = []
-    for pid, panel in enumerate(panels, start=1):
-        w, h = panel.pop("_size")
-        if panel["type"] == "row" or x + w > 24:
+    for pid, cell in enumerate(cells, start=1):
+        is_row = cell.panel["type"] == "row"
+        if is_row or x + cell.w > 24:
             x, y, row_h = 0, y + row_h, 0
-        panel = {"id": pid, "gridPos": {"h": h, "w": w, "x": x, "y": y}, **panel}
-        out.append(panel)
-        x, row_h = x + w, max(row_h, h)
-        if panel["type"] == "row":
-            x, y, row_h = 0, y + h, 0
+        grid = {"h": cell.h, "w": cell.w, "x": x, "y": y}
+        out.append({"id": pid, "gridPos": grid, **cell.panel})
+        x, row_h = x + cell.w, max(row_h, cell.h)
+        if is_row:
+            x, y, row_h = 0, y + cell.h, 0
     return out
 
 
@@ -361,6 +393,7 @@ def datasource_var() -> dict[str, Any]:
 
 
 def query_var(name: str, label: str, query: str) -> dict[str, Any]:
+    """A multi-value variable from a ``label_values`` query, "All" meaning ``.*``."""
     return {
         "type": "query",
         "name": name,
@@ -421,7 +454,7 @@ BUILTIN_ANNOTATION = {
     "type": "dashboard",
 }
 
-VERSION_ANNOTATIONS = [
+RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED = (
     annotation(
         "Rubric or judge model change",
         "orange",
@@ -443,7 +476,7 @@ VERSION_ANNOTATIONS = [
         "sidecar {{version}}",
         "version",
     ),
-]
+)
 
 
 def dashboard(
@@ -451,9 +484,9 @@ def dashboard(
     title: str,
     description: str,
     variables: list[dict[str, Any]],
-    panels: list[Panel],
+    cells: list[Cell],
     annotations: list[dict[str, Any]],
-) -> dict[str, Any]:
+) -> Board:
     return {
         "uid": uid,
         "title": title,
@@ -485,238 +518,194 @@ def dashboard(
         ],
         "annotations": {"list": [BUILTIN_ANNOTATION, *annotations]},
         "templating": {"list": [datasource_var(), *variables]},
-        "panels": layout(panels),
+        "panels": layout(cells),
     }
 
 
-def quality() -> dict[str, Any]:
+def quality() -> Board:
     version_split = ["rubric", "rubric_version", "judge_model"]
     criterion_split = ["rubric", "criterion", "rubric_version", "judge_model"]
-    panels = [
+    panels: list[Cell] = [
         row("Outcomes"),
         stat(
             "Acceptable share",
             "Acceptable / (acceptable + unacceptable) cases over the selected range. Errored cases are left out; see the next panel.",
-            [
-                target(
-                    case_share("acceptable", ["rubric"], "increase", RANGE),
-                    "{{rubric}}",
-                    instant=True,
-                )
-            ],
-            "percentunit",
-            GOOD_HIGH,
+            (case_share("acceptable", ["rubric"], "increase", RANGE), "{{rubric}}"),
+            unit="percentunit",
+            steps=GOOD_HIGH,
             w=8,
         ),
         stat(
             "Errored share",
             "Cases whose outcome could not be decided (a gating check or criterion ended in ERROR), over the selected range.",
-            [
-                target(
-                    case_share("errored", ["rubric"], "increase", RANGE), "{{rubric}}", instant=True
-                )
-            ],
-            "percentunit",
-            ERROR_LOW,
+            (case_share("errored", ["rubric"], "increase", RANGE), "{{rubric}}"),
+            unit="percentunit",
+            steps=ERROR_LOW,
             w=8,
         ),
         stat(
             "Cases evaluated",
             "(trace, rubric) cases evaluated over the selected range.",
-            [
-                target(
-                    f"{agg(['rubric'])} (increase({sel('sidecar_cases_total', CASES)}[{RANGE}]))",
-                    "{{rubric}}",
-                    instant=True,
-                )
-            ],
-            "short",
+            (
+                in_range("sidecar_cases_total", CASES, by=["rubric"]),
+                "{{rubric}}",
+            ),
+            unit="short",
             w=8,
         ),
         timeseries(
             "Cases per minute by outcome",
             "Evaluated cases per minute, stacked by outcome, per rubric.",
-            targets(
-                (
-                    per_minute("sidecar_cases_total", CASES, by=["rubric", "outcome"]),
-                    "{{rubric}} {{outcome}}",
-                )
+            (
+                per_minute("sidecar_cases_total", CASES, by=["rubric", "outcome"]),
+                "{{rubric}} {{outcome}}",
             ),
-            "cpm",
+            unit="cpm",
             stack=True,
         ),
         timeseries(
             "Outcome shares",
             "Share of each outcome among all cases of a rubric (errored included here, so the three add up to 100%).",
-            targets(
-                (
-                    f"{rate('sidecar_cases_total', CASES, by=['rubric', 'outcome'])}"
-                    f" / on (rubric) group_left {rate('sidecar_cases_total', CASES, by=['rubric'])}",
-                    "{{rubric}} {{outcome}}",
-                )
+            (
+                f"{rate('sidecar_cases_total', CASES, by=['rubric', 'outcome'])}"
+                f" / on (rubric) group_left {rate('sidecar_cases_total', CASES, by=['rubric'])}",
+                "{{rubric}} {{outcome}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         row("Drift: agent versions beside rubric versions and judge models"),
         timeseries(
             "Acceptable share by agent version",
             "Agent drift: one line per agent version. Compare with the panel on the right: a step there (rubric or judge change) explains a step here that no agent release does.",
-            targets(
-                (
-                    case_share("acceptable", ["agent", "agent_version"]),
-                    "{{agent}} {{agent_version}}",
-                )
-            ),
-            "percentunit",
+            (case_share("acceptable", ["agent", "agent_version"]), "{{agent}} {{agent_version}}"),
+            unit="percentunit",
             hi=1,
             steps=GOOD_HIGH,
         ),
         timeseries(
             "Acceptable share by rubric version and judge model",
             "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
-            targets(
-                (
-                    case_share("acceptable", version_split),
-                    "{{rubric}} v{{rubric_version}} {{judge_model}}",
-                )
+            (
+                case_share("acceptable", version_split),
+                "{{rubric}} v{{rubric_version}} {{judge_model}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
             steps=GOOD_HIGH,
         ),
         timeseries(
             "Cases per minute by agent version",
             "Traffic per agent version: shows when a release rolled out and how much weight each line on the left carries.",
-            targets(
-                (
-                    per_minute("sidecar_cases_total", CASES, by=["agent", "agent_version"]),
-                    "{{agent}} {{agent_version}}",
-                )
+            (
+                per_minute("sidecar_cases_total", CASES, by=["agent", "agent_version"]),
+                "{{agent}} {{agent_version}}",
             ),
-            "cpm",
+            unit="cpm",
             stack=True,
         ),
         timeseries(
             "Errored share by rubric version and judge model",
             "Cases that ended in ERROR, per rubric version and judge model. A rise after a judge change points at the judge, not the agent.",
-            targets(
-                (
-                    case_share("errored", version_split),
-                    "{{rubric}} v{{rubric_version}} {{judge_model}}",
-                )
+            (
+                case_share("errored", version_split),
+                "{{rubric}} v{{rubric_version}} {{judge_model}}",
             ),
-            "percentunit",
+            unit="percentunit",
             steps=ERROR_LOW,
         ),
         row("Criteria (LLM judge)"),
         timeseries(
             "Criterion pass rate by rubric version and judge model",
             "PASS / (PASS + FAIL) per criterion. ERROR and SKIPPED (not sampled) never count.",
-            targets(
-                (
-                    pass_share("sidecar_criterion_verdicts_total", CRITERIA, criterion_split),
-                    "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
-                )
+            (
+                pass_share("sidecar_criterion_verdicts_total", CRITERIA, criterion_split),
+                "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         timeseries(
             "Criterion ERROR rate",
             "ERROR / (PASS + FAIL + ERROR) per criterion and judge model. The dashed line is the 3% alert threshold.",
-            targets(
-                (
-                    error_share(
-                        "sidecar_criterion_verdicts_total",
-                        CRITERIA,
-                        ["rubric", "criterion", "judge_model"],
-                    ),
-                    "{{rubric}}/{{criterion}} {{judge_model}}",
-                )
+            (
+                error_share(
+                    "sidecar_criterion_verdicts_total",
+                    CRITERIA,
+                    ["rubric", "criterion", "judge_model"],
+                ),
+                "{{rubric}}/{{criterion}} {{judge_model}}",
             ),
-            "percentunit",
-            steps=[("transparent", None), ("red", 0.03)],
+            unit="percentunit",
+            steps=ERROR_ALERT,
         ),
         bargauge(
             "Criterion pass rate over the range",
             "PASS / (PASS + FAIL) per criterion over the selected range.",
-            [
-                target(
-                    pass_share(
-                        "sidecar_criterion_verdicts_total",
-                        CRITERIA,
-                        ["rubric", "criterion"],
-                        "increase",
-                        RANGE,
-                    ),
-                    "{{rubric}}/{{criterion}}",
-                    instant=True,
-                )
-            ],
-            "percentunit",
-            GOOD_HIGH,
+            (
+                pass_share(
+                    "sidecar_criterion_verdicts_total",
+                    CRITERIA,
+                    ["rubric", "criterion"],
+                    "increase",
+                    RANGE,
+                ),
+                "{{rubric}}/{{criterion}}",
+            ),
+            unit="percentunit",
+            steps=GOOD_HIGH,
         ),
         timeseries(
             "Hourly pass rate against the 7-day baseline",
             "The SidecarPassRateDrop alert's inputs (recording rules): hourly pass rate per criterion and its volume-weighted 7-day baseline.",
-            targets(
-                (
-                    f"rubric_criterion:sidecar_criterion_pass_ratio:rate1h{{{RUBRIC}}}",
-                    "{{rubric}}/{{criterion}} last hour",
-                ),
-                (
-                    f"rubric_criterion:sidecar_criterion_pass_ratio:baseline7d{{{RUBRIC}}}",
-                    "{{rubric}}/{{criterion}} 7-day baseline",
-                ),
+            (
+                f"rubric_criterion:sidecar_criterion_pass_ratio:rate1h{{{RUBRIC}}}",
+                "{{rubric}}/{{criterion}} last hour",
             ),
-            "percentunit",
+            (
+                f"rubric_criterion:sidecar_criterion_pass_ratio:baseline7d{{{RUBRIC}}}",
+                "{{rubric}}/{{criterion}} 7-day baseline",
+            ),
+            unit="percentunit",
             hi=1,
         ),
         row("Deterministic checks"),
         timeseries(
             "Check pass rate by rubric version",
             "PASS / (PASS + FAIL) per check. Checks run on every matching trace, so this moves with the agent, never with the judge.",
-            targets(
-                (
-                    pass_share(
-                        "sidecar_check_results_total", RUBRIC, ["rubric", "check", "rubric_version"]
-                    ),
-                    "{{rubric}}/{{check}} v{{rubric_version}}",
-                )
+            (
+                pass_share(
+                    "sidecar_check_results_total", RUBRIC, ["rubric", "check", "rubric_version"]
+                ),
+                "{{rubric}}/{{check}} v{{rubric_version}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         timeseries(
             "Check ERROR rate",
             "Checks that could not decide from the evidence (e.g. content capture off), as a share of all check results.",
-            targets(
-                (
-                    error_share("sidecar_check_results_total", RUBRIC, ["rubric", "check"]),
-                    "{{rubric}}/{{check}}",
-                )
+            (
+                error_share("sidecar_check_results_total", RUBRIC, ["rubric", "check"]),
+                "{{rubric}}/{{check}}",
             ),
-            "percentunit",
+            unit="percentunit",
         ),
         bargauge(
             "Check pass rate over the range",
             "PASS / (PASS + FAIL) per check over the selected range.",
-            [
-                target(
-                    pass_share(
-                        "sidecar_check_results_total",
-                        RUBRIC,
-                        ["rubric", "check"],
-                        "increase",
-                        RANGE,
-                    ),
-                    "{{rubric}}/{{check}}",
-                    instant=True,
-                )
-            ],
-            "percentunit",
-            GOOD_HIGH,
+            (
+                pass_share(
+                    "sidecar_check_results_total",
+                    RUBRIC,
+                    ["rubric", "check"],
+                    "increase",
+                    RANGE,
+                ),
+                "{{rubric}}/{{check}}",
+            ),
+            unit="percentunit",
+            steps=GOOD_HIGH,
             w=24,
         ),
         row("Versions"),
@@ -729,7 +718,7 @@ def quality() -> dict[str, Any]:
         table(
             "Agent versions in the range",
             "Cases per agent version over the selected range.",
-            f"{agg(['agent', 'agent_version'])} (increase({sel('sidecar_cases_total', CASES)}[{RANGE}]))",
+            in_range("sidecar_cases_total", CASES, by=["agent", "agent_version"]),
             "Cases",
         ),
     ]
@@ -739,221 +728,191 @@ def quality() -> dict[str, Any]:
         "Verdict outcomes, criterion and check pass rates, with agent drift beside judge drift.",
         [RUBRIC_VAR, AGENT_VAR, JUDGE_VAR],
         panels,
-        VERSION_ANNOTATIONS,
+        [RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED],
     )
 
 
-def judge_health() -> dict[str, Any]:
+def judge_health() -> Board:
     def quantile(q: str) -> str:
         return (
             f"histogram_quantile({q}, sum by (judge_model, le) "
             f"(rate({sel('sidecar_judge_request_duration_seconds_bucket', JUDGE)}[{RATE}])))"
         )
 
-    cost_range = (
-        f"{agg(['judge_model'])} (increase({sel('sidecar_judge_cost_usd_total', JUDGE)}[{RANGE}]))"
+    cost_range = in_range("sidecar_judge_cost_usd_total", JUDGE, by=["judge_model"])
+    requests_range = in_range(
+        "sidecar_judge_request_duration_seconds_count", JUDGE, by=["judge_model"]
     )
-    requests_range = f"{agg(['judge_model'])} (increase({sel('sidecar_judge_request_duration_seconds_count', JUDGE)}[{RANGE}]))"
-    panels = [
+    panels: list[Cell] = [
         row("Errors and availability"),
         stat(
             "Criterion ERROR share",
             "ERROR / (PASS + FAIL + ERROR) of criterion verdicts over the selected range. Above 3% the pass rates are not trustworthy.",
-            [
-                target(
-                    error_share(
-                        "sidecar_criterion_verdicts_total",
-                        CRITERIA,
-                        ["judge_model"],
-                        "increase",
-                        RANGE,
-                    ),
-                    "{{judge_model}}",
-                    instant=True,
-                )
-            ],
-            "percentunit",
-            ERROR_LOW,
+            (
+                error_share(
+                    "sidecar_criterion_verdicts_total",
+                    CRITERIA,
+                    ["judge_model"],
+                    "increase",
+                    RANGE,
+                ),
+                "{{judge_model}}",
+            ),
+            unit="percentunit",
+            steps=ERROR_LOW,
             w=8,
         ),
         stat(
             "Judge cost in the range",
             "US dollars spent on judge calls over the selected range, from the configured price table.",
-            [target(cost_range, "{{judge_model}}", instant=True)],
-            "currencyUSD",
+            (cost_range, "{{judge_model}}"),
+            unit="currencyUSD",
             w=8,
         ),
         stat(
             "Cost per judge request",
             "Average cost of one judge request over the selected range.",
-            [target(f"{cost_range} / {requests_range}", "{{judge_model}}", instant=True)],
-            "currencyUSD",
+            (f"{cost_range} / {requests_range}", "{{judge_model}}"),
+            unit="currencyUSD",
             w=8,
         ),
         timeseries(
             "Criterion ERROR share by judge model",
             "ERROR / (PASS + FAIL + ERROR) per judge model. Dashed line: the 3% alert threshold.",
-            targets(
-                (
-                    error_share("sidecar_criterion_verdicts_total", CRITERIA, ["judge_model"]),
-                    "{{judge_model}}",
-                )
+            (
+                error_share("sidecar_criterion_verdicts_total", CRITERIA, ["judge_model"]),
+                "{{judge_model}}",
             ),
-            "percentunit",
-            steps=[("transparent", None), ("red", 0.03)],
+            unit="percentunit",
+            steps=ERROR_ALERT,
         ),
         timeseries(
             "Judge errors per minute by reason",
             "Failed judge calls by reason (timeout, blocked, unparsable output, transport, ...).",
-            targets(
-                (
-                    per_minute("sidecar_judge_errors_total", JUDGE, by=["judge_model", "reason"]),
-                    "{{judge_model}} {{reason}}",
-                )
+            (
+                per_minute("sidecar_judge_errors_total", JUDGE, by=["judge_model", "reason"]),
+                "{{judge_model}} {{reason}}",
             ),
-            "cpm",
+            unit="cpm",
             stack=True,
         ),
-        state_timeline(
+        breaker_timeline(
             "Circuit breaker",
             "Open means sidecar stopped calling this judge model after repeated failures.",
-            targets(
-                (
-                    f"max by (judge_model) ({sel('sidecar_judge_breaker_open', JUDGE)})",
-                    "{{judge_model}}",
-                )
+            (
+                f"max by (judge_model) ({sel('sidecar_judge_breaker_open', JUDGE)})",
+                "{{judge_model}}",
             ),
         ),
         timeseries(
             "Judge queue depth",
             "Cases waiting for the judge, per replica. When the queue is full the replica pauses its partitions (back-pressure) and consumer lag grows.",
-            targets(("sum by (instance) (sidecar_judge_queue_depth)", "{{instance}}")),
-            "short",
+            ("sum by (instance) (sidecar_judge_queue_depth)", "{{instance}}"),
+            unit="short",
         ),
         row("Latency and volume"),
         timeseries(
             "Judge request latency",
             "p50, p95 and p99 of one judge HTTP request, per model.",
-            targets(
-                (quantile("0.5"), "p50 {{judge_model}}"),
-                (quantile("0.95"), "p95 {{judge_model}}"),
-                (quantile("0.99"), "p99 {{judge_model}}"),
-            ),
-            "s",
+            (quantile("0.5"), "p50 {{judge_model}}"),
+            (quantile("0.95"), "p95 {{judge_model}}"),
+            (quantile("0.99"), "p99 {{judge_model}}"),
+            unit="s",
         ),
         timeseries(
             "Judge requests per minute",
             "Judge HTTP requests per minute, per model.",
-            targets(
-                (
-                    per_minute(
-                        "sidecar_judge_request_duration_seconds_count", JUDGE, by=["judge_model"]
-                    ),
-                    "{{judge_model}}",
-                )
+            (
+                per_minute(
+                    "sidecar_judge_request_duration_seconds_count", JUDGE, by=["judge_model"]
+                ),
+                "{{judge_model}}",
             ),
-            "cpm",
+            unit="cpm",
         ),
         timeseries(
             "Tokens per minute",
             "Judge tokens per minute by model and kind (input, output): compare with your tokens-per-minute quota.",
-            targets(
-                (
-                    per_minute("sidecar_judge_tokens_total", JUDGE, by=["judge_model", "kind"]),
-                    "{{judge_model}} {{kind}}",
-                )
+            (
+                per_minute("sidecar_judge_tokens_total", JUDGE, by=["judge_model", "kind"]),
+                "{{judge_model}} {{kind}}",
             ),
-            "short",
+            unit="short",
             stack=True,
         ),
         timeseries(
             "Judge cost per hour",
             "US dollars per hour at the current rate, per model.",
-            targets(
-                (
-                    f"{rate('sidecar_judge_cost_usd_total', JUDGE, by=['judge_model'])} * 3600",
-                    "{{judge_model}}",
-                )
+            (
+                f"{rate('sidecar_judge_cost_usd_total', JUDGE, by=['judge_model'])} * 3600",
+                "{{judge_model}}",
             ),
-            "currencyUSD",
+            unit="currencyUSD",
         ),
         timeseries(
             "Verdict cache hit ratio",
             "Judge verdicts served from the cache (same rubric version, judge model and data) instead of a new call.",
-            targets(
-                (
-                    share("sidecar_verdict_cache_requests_total", "", "result", "hit", "hit|miss"),
-                    "hit ratio",
-                )
+            (
+                share("sidecar_verdict_cache_requests_total", "", "result", "hit", "hit|miss"),
+                "hit ratio",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         row("Injection screening and human review"),
         timeseries(
             "Injection-suspected share of cases",
             "Cases whose data looked like an attempt to instruct the grader, as a share of all cases of the rubric.",
-            targets(
-                (
-                    f"({rate('sidecar_injection_suspected_total', RUBRIC, by=['rubric'])}"
-                    f" or 0 * {rate('sidecar_cases_total', RUBRIC, by=['rubric'])})"
-                    f" / {rate('sidecar_cases_total', RUBRIC, by=['rubric'])}",
-                    "{{rubric}}",
-                )
+            (
+                f"({rate('sidecar_injection_suspected_total', RUBRIC, by=['rubric'])}"
+                f" or 0 * {rate('sidecar_cases_total', RUBRIC, by=['rubric'])})"
+                f" / {rate('sidecar_cases_total', RUBRIC, by=['rubric'])}",
+                "{{rubric}}",
             ),
-            "percentunit",
+            unit="percentunit",
         ),
         timeseries(
             "Review cases per minute by reason",
             "Cases routed to human review, by reason.",
-            targets(
-                (
-                    per_minute("sidecar_review_cases_total", RUBRIC, by=["rubric", "reason"]),
-                    "{{rubric}} {{reason}}",
-                )
+            (
+                per_minute("sidecar_review_cases_total", RUBRIC, by=["rubric", "reason"]),
+                "{{rubric}} {{reason}}",
             ),
-            "cpm",
+            unit="cpm",
             stack=True,
         ),
         row("Judge against people"),
         timeseries(
             "Judge-human agreement (Cohen's kappa)",
             "Chance-corrected agreement between the judge and human labels per criterion. Below 0.4 (red) the criterion should not gate anything.",
-            targets(
-                (
-                    human_agreement("kappa"),
-                    "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
-                )
+            (
+                human_agreement("kappa"),
+                "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
             ),
-            "short",
+            unit="short",
             lo=-1,
             hi=1,
-            steps=[("red", None), ("orange", 0.4), ("green", 0.6)],
+            steps=KAPPA,
         ),
         timeseries(
             "Judge-human raw agreement",
             "Share of human-labelled cases where the judge gave the same verdict (not corrected for chance).",
-            targets(
-                (
-                    human_agreement("agreement"),
-                    "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
-                )
+            (
+                human_agreement("agreement"),
+                "{{rubric}}/{{criterion}} v{{rubric_version}} {{judge_model}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         bargauge(
             "Human labels in the range",
             "Human labels received per criterion over the selected range; kappa on a handful of labels means little.",
-            [
-                target(
-                    f"{agg(['rubric', 'criterion'])} (increase({sel('sidecar_human_labels_total', RUBRIC)}[{RANGE}]))",
-                    "{{rubric}}/{{criterion}}",
-                    instant=True,
-                )
-            ],
-            "short",
-            [("orange", None), ("green", 30)],
+            (
+                in_range("sidecar_human_labels_total", RUBRIC, by=["rubric", "criterion"]),
+                "{{rubric}}/{{criterion}}",
+            ),
+            unit="short",
+            steps=[("orange", None), ("green", 30)],
             hi=None,
             w=24,
         ),
@@ -964,145 +923,133 @@ def judge_health() -> dict[str, Any]:
         "Is the judge trustworthy right now: errors, breaker, latency, tokens and cost, cache, injection screening, agreement with people.",
         [RUBRIC_VAR, JUDGE_VAR],
         panels,
-        VERSION_ANNOTATIONS[:1],
+        [RUBRIC_CHANGE],
     )
 
 
-def pipeline() -> dict[str, Any]:
+def pipeline() -> Board:
     lag = "max by (partition) (sidecar_consumer_lag)"
-    panels = [
+    panels: list[Cell] = [
         row("Health"),
         stat(
             "Replicas up",
             'Scrape targets with job="sidecar" that answered the last scrape.',
-            [target('sum(up{job="sidecar"})', "up", instant=True)],
-            "short",
-            [("red", None), ("green", 1)],
+            ('sum(up{job="sidecar"})', "up"),
+            unit="short",
+            steps=[("red", None), ("green", 1)],
         ),
         stat(
             "Consumer lag",
             "Records behind the end of otlp_spans, all partitions together.",
-            [target(f"sum({lag})", "lag", instant=True)],
-            "short",
-            [("green", None), ("orange", 1000), ("red", 10000)],
+            (f"sum({lag})", "lag"),
+            unit="short",
+            steps=[("green", None), ("orange", 1000), ("red", 10000)],
         ),
         stat(
             "Open traces",
             "Traces being assembled, all replicas together.",
-            [target("sum(sidecar_open_traces)", "open", instant=True)],
-            "short",
+            ("sum(sidecar_open_traces)", "open"),
+            unit="short",
         ),
         stat(
             "Dead-lettered in the range",
             "Records sent to the dead-letter topic over the selected range.",
-            [
-                target(
-                    f"sum(increase(sidecar_dead_letters_total[{RANGE}]))",
-                    "dead letters",
-                    instant=True,
-                )
-            ],
-            "short",
-            [("green", None), ("orange", 1)],
+            (f"sum(increase(sidecar_dead_letters_total[{RANGE}]))", "dead letters"),
+            unit="short",
+            steps=[("green", None), ("orange", 1)],
         ),
         row("Throughput"),
         timeseries(
             "Kafka records per second",
             "Records consumed from otlp_spans, by result (ok or dead_letter).",
-            targets((rate("sidecar_kafka_records_total", by=["result"]), "{{result}}")),
-            "cps",
+            (rate("sidecar_kafka_records_total", by=["result"]), "{{result}}"),
+            unit="cps",
             stack=True,
         ),
         timeseries(
             "Spans per second",
             "Spans decoded from the records.",
-            targets((rate("sidecar_spans_total"), "spans")),
-            "cps",
+            (rate("sidecar_spans_total"), "spans"),
+            unit="cps",
         ),
         timeseries(
             "Traces decided per second by reason",
             "complete: root ended and decision_wait passed; max_age: root never ended in time; evicted/span_limit: a bound forced an early decision; shutdown/flush: decided while stopping.",
-            targets((rate("sidecar_traces_decided_total", by=["reason"]), "{{reason}}")),
-            "cps",
+            (rate("sidecar_traces_decided_total", by=["reason"]), "{{reason}}"),
+            unit="cps",
             stack=True,
         ),
         timeseries(
             "Open traces per replica",
             "Traces in the assembler, per replica. Flat at assembler.max_open_traces means evictions.",
-            targets(("sum by (instance) (sidecar_open_traces)", "{{instance}}")),
-            "short",
+            ("sum by (instance) (sidecar_open_traces)", "{{instance}}"),
+            unit="short",
         ),
         row("Loss and bounds"),
         timeseries(
             "Evictions per minute by bound",
             "Traces decided early because a bound was hit (open_traces or spans_per_trace). Their verdicts are flagged truncated.",
-            targets((per_minute("sidecar_evictions_total", by=["kind"]), "{{kind}}")),
-            "cpm",
+            (per_minute("sidecar_evictions_total", by=["kind"]), "{{kind}}"),
+            unit="cpm",
             stack=True,
         ),
         timeseries(
             "Late spans and orphan traces per minute",
             "Late: spans for a trace already decided (ignored). Orphan: traces decided without their root span (check partition_traces_by_id).",
-            targets(
-                (per_minute("sidecar_late_spans_total"), "late spans"),
-                (per_minute("sidecar_orphan_traces_total"), "orphan traces"),
-            ),
-            "cpm",
+            (per_minute("sidecar_late_spans_total"), "late spans"),
+            (per_minute("sidecar_orphan_traces_total"), "orphan traces"),
+            unit="cpm",
         ),
         timeseries(
             "Dead-lettered records per minute by reason",
             "Records that could not be decoded, sent to the dead-letter topic with the reason in a header.",
-            targets((per_minute("sidecar_dead_letters_total", by=["reason"]), "{{reason}}")),
-            "cpm",
+            (per_minute("sidecar_dead_letters_total", by=["reason"]), "{{reason}}"),
+            unit="cpm",
             stack=True,
         ),
         timeseries(
             "Duplicate verdicts per minute",
             "Verdicts emitted again for an idempotency key seen before: redelivery after a crash or rebalance (at-least-once).",
-            targets((per_minute("sidecar_duplicate_verdicts_total"), "duplicates")),
-            "cpm",
+            (per_minute("sidecar_duplicate_verdicts_total"), "duplicates"),
+            unit="cpm",
         ),
         row("Kafka and sampling"),
         timeseries(
             "Consumer lag per partition",
             "Records behind the end of each otlp_spans partition. Dashed line: the 1000-record level of the lag alert.",
-            targets((lag, "partition {{partition}}")),
-            "short",
+            (lag, "partition {{partition}}"),
+            unit="short",
             steps=[("transparent", None), ("orange", 1000)],
         ),
         timeseries(
             "Sampling decisions per minute by reason",
             "Why each matching trace was or was not sent to the judge (ratio, always-judge rules, budget).",
-            targets(
-                (
-                    per_minute(
-                        "sidecar_sampling_decisions_total",
-                        RUBRIC,
-                        by=["rubric", "decision", "reason"],
-                    ),
-                    "{{rubric}} {{decision}} {{reason}}",
-                )
+            (
+                per_minute(
+                    "sidecar_sampling_decisions_total",
+                    RUBRIC,
+                    by=["rubric", "decision", "reason"],
+                ),
+                "{{rubric}} {{decision}} {{reason}}",
             ),
-            "cpm",
+            unit="cpm",
             stack=True,
         ),
         timeseries(
             "Judged share per rubric",
             "Share of matching traces sent to the judge; compare with the rubric's judge_ratio.",
-            targets(
-                (
-                    share(
-                        "sidecar_sampling_decisions_total",
-                        RUBRIC,
-                        "decision",
-                        "judge",
-                        "judge|skip",
-                        ["rubric"],
-                    ),
-                    "{{rubric}}",
-                )
+            (
+                share(
+                    "sidecar_sampling_decisions_total",
+                    RUBRIC,
+                    "decision",
+                    "judge",
+                    "judge|skip",
+                    ["rubric"],
+                ),
+                "{{rubric}}",
             ),
-            "percentunit",
+            unit="percentunit",
             hi=1,
         ),
         table(
@@ -1118,14 +1065,14 @@ def pipeline() -> dict[str, Any]:
         "Kafka in, trace assembly, bounds and losses, sampling.",
         [RUBRIC_VAR],
         panels,
-        VERSION_ANNOTATIONS[2:],
+        [SIDECAR_DEPLOYED],
     )
 
 
 DASHBOARDS = {"quality.json": quality, "judge-health.json": judge_health, "pipeline.json": pipeline}
 
 
-def render(build: Any) -> str:
+def render(build: Callable[[], Board]) -> str:
     return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
 
 

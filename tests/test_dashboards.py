@@ -8,8 +8,8 @@ rules) and every label matcher valid for its metric. When Debian's
 empty Prometheus so that a PromQL syntax error fails here rather than in
 Grafana.
 
-``panel_queries`` and ``expand`` are also meant for the end-to-end test that
-runs every panel's query against a Prometheus scraping a live sidecar.
+The queries themselves come from tests/dashboard_queries.py, which the
+end-to-end panel test (tests/integration/test_prometheus_panels.py) shares.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,18 @@ import pytest
 import yaml
 
 from tests import realparts
-
-ROOT = Path(__file__).resolve().parents[1]
-DASHBOARD_DIR = ROOT / "dashboards"
-DASHBOARD_FILES = sorted(DASHBOARD_DIR.glob("*.json"))
-RULE_FILES = sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yaml"))
+from tests.dashboard_queries import (
+    ALL_QUERIES,
+    ANNOTATION_EXPRS,
+    DASHBOARD_DIR,
+    DASHBOARD_FILES,
+    ROOT,
+    RULE_FILES,
+    PanelQuery,
+    expand,
+    load,
+    panel_queries,
+)
 
 # Metric -> its labels, as sidecar exports them (DESIGN.md section 8).
 SIDECAR_METRICS: dict[str, set[str]] = {
@@ -95,15 +101,6 @@ SIDECAR_METRICS: dict[str, set[str]] = {
 TARGET_LABELS = {"job", "instance", "__name__"}
 
 GRAFANA_BUILTINS = {"__rate_interval", "__range", "__interval", "__range_s", "__interval_ms"}
-# Values for an instant query that stand in for what Grafana substitutes.
-DEFAULT_VALUES = {
-    "__rate_interval": "1m",
-    "__range": "1h",
-    "__interval": "15s",
-    "rubric": ".*",
-    "agent": ".*",
-    "judge_model": ".*",
-}
 
 PROMQL_WORDS = {
     "by",
@@ -121,53 +118,11 @@ PROMQL_WORDS = {
 
 
 def recording_rule_names() -> set[str]:
-    names = set()
+    names: set[str] = set()
     for path in RULE_FILES:
         for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:
             names.update(r["record"] for r in group["rules"] if "record" in r)
     return names
-
-
-def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
-@dataclass(frozen=True)
-class PanelQuery:
-    dashboard: str
-    panel_id: int
-    title: str
-    ref_id: str
-    expr: str
-    instant: bool
-
-    @property
-    def id(self) -> str:
-        return f"{self.dashboard}:{self.panel_id}:{self.ref_id}"
-
-
-def panel_queries(path: Path) -> list[PanelQuery]:
-    """Every panel target of one dashboard file, in panel order."""
-    board = load(path)
-    return [
-        PanelQuery(
-            path.stem, panel["id"], panel["title"], t["refId"], t["expr"], bool(t.get("instant"))
-        )
-        for panel in board["panels"]
-        for t in panel.get("targets", [])
-    ]
-
-
-def expand(expr: str, values: dict[str, str] | None = None) -> str:
-    """Substitute Grafana variables ($name, ${name}) the way Grafana would."""
-    table = {**DEFAULT_VALUES, **(values or {})}
-
-    def sub(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        return table[name]
-
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", sub, expr)
 
 
 def _strip_strings(expr: str) -> str:
@@ -209,21 +164,6 @@ def balanced(expr: str) -> bool:
         elif ch in pairs and (not stack or stack.pop() != pairs[ch]):
             return False
     return not stack
-
-
-ALL_QUERIES = [q for path in DASHBOARD_FILES for q in panel_queries(path)]
-
-
-def _annotation_exprs() -> list[tuple[str, str]]:
-    out = []
-    for path in DASHBOARD_FILES:
-        for ann in load(path)["annotations"]["list"]:
-            if "expr" in ann:
-                out.append((f"{path.stem}:{ann['name']}", ann["expr"]))
-    return out
-
-
-ANNOTATION_EXPRS = _annotation_exprs()
 
 
 # ------------------------------------------------------------------ structure

@@ -33,10 +33,10 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from tests.agents.genai_spans import ToolCallSpec, make_genai_trace, recorder
+from tests.dashboard_queries import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, PanelQuery, expand
 from tests.gemini_server import JudgeServer, Reply, gemini_json
 from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
 from tests.integration.prometheus import PrometheusProcess, fast_rules
-from tests.test_dashboards import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, PanelQuery, expand
 
 pytestmark = [pytest.mark.kafka]
 
