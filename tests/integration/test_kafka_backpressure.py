@@ -18,8 +18,7 @@ from tests.integration.harness import (
     verdicts_from,
     wait_for,
 )
-from tests.integration.scenario import make_feed
-from tests.integration.test_kafka_judge import RUBRIC, answer_like_a_judge
+from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
 pytestmark = [pytest.mark.kafka]
 
@@ -29,7 +28,9 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
 ) -> None:
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0"))
+    (rubrics / "refund.yaml").write_text(
+        JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
+    )
     topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(40, seed=23, max_parts=1)
     refund = [c for c in feed.cases if c.kind.startswith("refund")]
