@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,13 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
             )
             # The in-flight bound is reached: partitions are paused, so new records stay unread.
             await produce(kafka_bootstrap, topic, rest)
-            await asyncio.sleep(3)
+            # The waiting cases probe the judge each time its breaker half-opens
+            # (breaker_reset_s apart). Two more probes after the records were acknowledged
+            # mean the sidecar ran on for a breaker period with them on the broker, its
+            # loop fetching every fetch_timeout_ms: had its partitions not been paused,
+            # it would have read them.
+            probes = len(server.requests)
+            await wait_for(lambda: len(server.requests) >= probes + 2, 30, "two more probes")
             assert sidecar.metric("sidecar_cases_total") == 0
             assert sidecar.metric("sidecar_kafka_records_total") <= len(first)
             assert sidecar.metric("sidecar_judge_errors_total") > 0  # http_5xx, breaker_open
