@@ -1,13 +1,21 @@
 """The long-running service: Kafka spans in, verdicts out.
 
+The broker clients come from factories (``source``, ``sink``, ``labels``; Kafka
+by default, :mod:`sidecar.adapters.memory` in tests) and are created in
+:meth:`Service.start`, on the running loop. ``clock`` and ``sleep`` are the
+service's only sense of time. :meth:`Service.run` is ``start``, then
+:meth:`Service.step` until ``stop`` is set, then ``drain`` and ``close``.
+
 Shutdown order (SIGTERM or ``stop`` set):
 
 1. stop fetching;
 2. decide every open trace whose root has arrived (``shutdown``); traces without
-   a root are dropped, their records stay uncommitted and are read again;
-3. wait, bounded by ``shutdown_timeout_s``, for in-flight traces (judge, emit);
+   a root are not decided, their records stay uncommitted and are read again;
+3. wait, bounded by ``shutdown_timeout_s`` on ``sleep``, for in-flight traces
+   (judge, emit); the rest are cancelled and keep their offsets uncommitted;
 4. commit what is committable;
-5. flush the span exporter, stop the producer, leave the consumer group.
+5. leave the labels group and the spans group, stop the producer, close the
+   judge, flush the span exporter, stop the metrics server.
 """
 
 from __future__ import annotations
@@ -21,13 +29,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 
+from sidecar.adapters.broker import LabelSource, Record, Sink, Source
 from sidecar.adapters.http import MetricsServer
-from sidecar.adapters.kafka import KafkaError, KafkaSink, KafkaSource, LabelSource, Record
+from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.decode import decode
-from sidecar.errors import DecodeError, SourceError
+from sidecar.errors import DecodeError, DeliveryError, SourceError
 from sidecar.evaluate import Case, Screener, plan
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
@@ -50,10 +59,16 @@ from sidecar.verdict import Verdict
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Service:
-    """One sidecar replica. Seams (judge, screener, clock, spans, metrics) are parameters."""
+    """One sidecar replica.
+
+    Seams are parameters: judge, screener, spans, metrics, the broker clients
+    (factories called in ``start``; ``labels`` only when review is enabled) and
+    the clock with its ``sleep``. The service is its source's rebalance listener.
+    """
 
     def __init__(
         self,
@@ -64,7 +79,11 @@ class Service:
         spans: VerdictSpans,
         judge: Judge | None = None,
         screener: Screener | None = None,
+        source: Callable[[], Source] | None = None,
+        sink: Callable[[], Sink] | None = None,
+        labels: Callable[[], LabelSource] | None = None,
         clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self.rubrics = list(rubrics)
@@ -73,6 +92,7 @@ class Service:
         self.judge = judge
         self.screener = screener
         self.clock = clock
+        self.sleep = sleep
         a = settings.assembler
         self.assembler = Assembler(
             decision_wait=a.decision_wait_s,
@@ -89,9 +109,18 @@ class Service:
             warmup_traces=s.warmup_traces,
         )
         self.offsets = OffsetTracker()
-        # Kafka clients bind to the running loop, so they are created in run().
-        self._source: KafkaSource | None = None
-        self._sink: KafkaSink | None = None
+        kafka, review = settings.kafka, settings.review
+        self._new_source = source or functools.partial(KafkaSource, kafka)
+        self._new_sink = sink or functools.partial(KafkaSink, kafka)
+        self._new_labels = (
+            (labels or functools.partial(KafkaLabelSource, kafka, review.labels_topic))
+            if review.enabled
+            else None
+        )
+        # Kafka clients bind to the running loop, so they are created in start().
+        self._source: Source | None = None
+        self._sink: Sink | None = None
+        self._labels: LabelSource | None = None
         self.server = MetricsServer(
             metrics.registry, self._readiness, settings.metrics.host, settings.metrics.port
         )
@@ -106,58 +135,116 @@ class Service:
         self.reviews = ReviewTracker(memory=settings.review.memory, window=settings.review.window)
         self._ready = False
         self._committed: dict[int, int] = {}
+        self._last_commit = 0.0
         record_rubrics(metrics, self.rubrics)
 
     # -- lifecycle ---------------------------------------------------------------------
 
     @property
-    def source(self) -> KafkaSource:
-        assert self._source is not None, "Service.run() creates the Kafka source"
+    def source(self) -> Source:
+        assert self._source is not None, "Service.start() creates the source"
         return self._source
 
     @property
-    def sink(self) -> KafkaSink:
-        assert self._sink is not None, "Service.run() creates the Kafka sink"
+    def sink(self) -> Sink:
+        assert self._sink is not None, "Service.start() creates the sink"
         return self._sink
 
+    @property
+    def in_flight(self) -> int:
+        """Traces decided but not yet emitted (judging, sending)."""
+        return len(self._inflight)
+
     async def run(self, stop: asyncio.Event) -> None:
-        self._source = KafkaSource(self.settings.kafka, self._on_revoked, self._on_assigned)
-        self._sink = KafkaSink(self.settings.kafka)
-        review = self.settings.review
-        labels = LabelSource(self.settings.kafka, review.labels_topic) if review.enabled else None
+        """Serve until ``stop`` is set, then shut down in the order written above."""
+        await self.start()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                if self._labels is not None:
+                    tasks.create_task(self._read_labels(self._labels, stop))
+                while not stop.is_set():
+                    await self.step()
+                await self.drain()
+        finally:
+            await self.close()
+
+    async def start(self) -> None:
+        """Create and start the clients and the metrics server; SourceError if unreachable."""
+        self._source = self._new_source()
+        self._sink = self._new_sink()
+        self._labels = self._new_labels() if self._new_labels is not None else None
         await self.server.start()
         try:
             await self.sink.start()
-            await self.source.start()
-            if labels is not None:
-                await labels.start()
-        except KafkaError as exc:
-            for client in (labels, self.source, self.sink):
+            await self.source.start(self)
+            if self._labels is not None:
+                await self._labels.start()
+        except SourceError:
+            clients: list[LabelSource | Source | Sink | None] = [
+                self._labels,
+                self._source,
+                self._sink,
+            ]
+            for client in clients:
                 if client is not None:
-                    with contextlib.suppress(KafkaError):
+                    with contextlib.suppress(SourceError):
                         await client.stop()
             await self.server.stop()
-            raise SourceError(
-                f"cannot reach Kafka at {self.settings.kafka.bootstrap_servers}: {exc}; "
-                "check kafka.bootstrap_servers (SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network"
-            ) from exc
+            raise
+        self._ready = True
+        self._last_commit = self.clock()
+
+    async def step(self) -> None:
+        """One round: back-pressure, fetch, assemble, dispatch what is due, commit on interval."""
+        self._apply_backpressure()
+        records = await self.source.fetch()
+        now = self.clock()
+        for record in records:
+            await self._ingest(record, now)
+        for trace in self.assembler.due(now):
+            self._dispatch(trace)
+        self._export_stats()
+        if now - self._last_commit >= self.settings.kafka.commit_interval_s:
+            await self._commit()
+            self._last_commit = now
+
+    async def drain(self) -> None:
+        """Shutdown steps 2 to 4 (fetching has stopped): decide, wait bounded, commit."""
+        for trace in self.assembler.drain(DecideReason.SHUTDOWN, require_root=True):
+            self._dispatch(trace)
+        pending = await self._wait_in_flight()
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning("shutdown: %d traces still in flight were not committed", len(pending))
+        self._export_stats()
+        await self._commit()
+
+    async def close(self) -> None:
+        """Shutdown step 5: leave the groups, stop the producer, close the judge, flush spans."""
+        self._ready = False
+        if self._labels is not None:
+            await self._labels.stop()
+        await self.source.stop()
+        await self.sink.stop()
+        if self.judge is not None:
+            await self.judge.aclose()
+        self.spans.flush()
+        await self.server.stop()
+
+    async def _wait_in_flight(self) -> set[asyncio.Task[None]]:
+        """Wait until nothing is in flight, at most ``shutdown_timeout_s`` on ``sleep``."""
+        pending = {t for t in self._inflight if not t.done()}
+        if not pending:
+            return pending
+        timer = asyncio.ensure_future(self.sleep(self.settings.shutdown_timeout_s))
         try:
-            self._ready = True
-            async with asyncio.TaskGroup() as tasks:
-                if labels is not None:
-                    tasks.create_task(self._read_labels(labels, stop))
-                await self._consume(stop)
-                await self._shutdown()
+            while pending and not timer.done():
+                await asyncio.wait({*pending, timer}, return_when=asyncio.FIRST_COMPLETED)
+                pending = {t for t in self._inflight if not t.done()}
         finally:
-            self._ready = False
-            if labels is not None:
-                await labels.stop()
-            await self.source.stop()
-            await self.sink.stop()
-            if self.judge is not None:
-                await self.judge.aclose()
-            self.spans.flush()
-            await self.server.stop()
+            timer.cancel()
+        return pending
 
     def _readiness(self) -> tuple[bool, str]:
         if not self._ready or self._source is None:
@@ -166,36 +253,6 @@ class Service:
             True,
             f"ready: {len(self.rubrics)} rubrics, partitions {sorted(self.source.assigned())}",
         )
-
-    async def _consume(self, stop: asyncio.Event) -> None:
-        last_commit = self.clock()
-        interval = self.settings.kafka.commit_interval_s
-        while not stop.is_set():
-            self._apply_backpressure()
-            records = await self.source.fetch()
-            now = self.clock()
-            for record in records:
-                await self._ingest(record, now)
-            for trace in self.assembler.due(now):
-                self._dispatch(trace)
-            self._export_stats()
-            if now - last_commit >= interval:
-                await self._commit()
-                last_commit = now
-
-    async def _shutdown(self) -> None:
-        for trace in self.assembler.drain(DecideReason.SHUTDOWN, require_root=True):
-            self._dispatch(trace)
-        if self._inflight:
-            _, pending = await asyncio.wait(
-                self._inflight, timeout=self.settings.shutdown_timeout_s
-            )
-            for task in pending:
-                task.cancel()
-            if pending:
-                log.warning("shutdown: %d traces still in flight were not committed", len(pending))
-        self._export_stats()
-        await self._commit()
 
     # -- records -----------------------------------------------------------------------
 
@@ -286,10 +343,10 @@ class Service:
             try:
                 await send(key, payload)
                 return
-            except KafkaError as exc:
+            except DeliveryError as exc:
                 self.metrics.internal_errors.labels(stage="emit").inc()
                 log.warning("producing a verdict failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
     # -- human review --------------------------------------------------------------------
@@ -352,7 +409,8 @@ class Service:
         if changed and await self.source.commit(changed):
             self._committed.update(changed)
 
-    async def _on_revoked(self, partitions: set[int]) -> None:
+    async def on_revoked(self, partitions: set[int]) -> None:
+        """Commit while the partitions are still ours, then leave their traces to the new owner."""
         await self._commit()
         dropped = self.assembler.drop_partitions(partitions)
         self.offsets.drop_partitions(partitions)
@@ -367,7 +425,7 @@ class Service:
                 len(dropped),
             )
 
-    async def _on_assigned(self, partitions: set[int]) -> None:
+    async def on_assigned(self, partitions: set[int]) -> None:
         log.info("partitions assigned: %s", sorted(partitions))
 
     def _apply_backpressure(self) -> None:

@@ -4,6 +4,7 @@
     ├── ConfigError              bad settings file or environment (exit code 2)
     ├── RubricError              a rubric file is invalid (names file and field)
     ├── SourceError              Kafka cannot be reached at start-up (exit code 1)
+    ├── DeliveryError            the broker did not acknowledge a record; the service retries
     ├── DecodeError              a record is not OTLP; goes to the dead-letter topic
     └── JudgeError               the judge could not give a verdict
         ├── JudgeUnavailable     transport failure after retries, or breaker open
@@ -29,6 +30,10 @@ class RubricError(SidecarError):
 
 class SourceError(SidecarError):
     """The message broker cannot be reached or refused us; the message says what to check."""
+
+
+class DeliveryError(SidecarError):
+    """A record was not acknowledged by the broker; the sender retries, the offsets stay held."""
 
 
 class DecodeError(SidecarError):

@@ -1,34 +1,28 @@
-"""Kafka in and out: the span consumer, the verdict and dead-letter producer.
+"""The broker protocols on Kafka: the span consumer, the producer, the labels consumer.
 
 The consumer runs with ``enable_auto_commit=False``; offsets are committed by
 the service from :class:`~sidecar.offsets.OffsetTracker`. A rebalance listener
 lets the service commit and drop a partition's buffered traces on revoke.
+aiokafka errors are wrapped: :class:`~sidecar.errors.SourceError` when the
+broker cannot be reached, :class:`~sidecar.errors.DeliveryError` when a send
+was not acknowledged (see :mod:`sidecar.adapters.broker`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from sidecar.adapters.broker import RebalanceListener, Record
+from sidecar.errors import DeliveryError, SourceError
 from sidecar.settings import KafkaSettings
 
-__all__ = ["KafkaError", "KafkaSink", "KafkaSource", "LabelSource", "Record"]
+__all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource"]
 
 log = logging.getLogger(__name__)
-
-PartitionsCallback = Callable[[set[int]], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 def _security(settings: KafkaSettings) -> dict[str, object]:
@@ -40,27 +34,35 @@ def _security(settings: KafkaSettings) -> dict[str, object]:
     return options
 
 
+def _unreachable(settings: KafkaSettings, exc: KafkaError) -> SourceError:
+    return SourceError(
+        f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}; "
+        "check kafka.bootstrap_servers (SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network"
+    )
+
+
+async def _stop(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+    try:
+        await client.stop()
+    except KafkaError as exc:
+        raise SourceError(f"leaving Kafka failed: {exc}") from exc
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> None:
-        self._on_revoked = on_revoked
-        self._on_assigned = on_assigned
+    def __init__(self, listener: RebalanceListener) -> None:
+        self._listener = listener
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._on_revoked({tp.partition for tp in revoked})
+        await self._listener.on_revoked({tp.partition for tp in revoked})
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        await self._on_assigned({tp.partition for tp in assigned})
+        await self._listener.on_assigned({tp.partition for tp in assigned})
 
 
 class KafkaSource:
-    """Consumer-group reader of one topic with manual commits."""
+    """Consumer-group reader of one topic with manual commits (a ``Source``)."""
 
-    def __init__(
-        self,
-        settings: KafkaSettings,
-        on_revoked: PartitionsCallback,
-        on_assigned: PartitionsCallback,
-    ) -> None:
+    def __init__(self, settings: KafkaSettings) -> None:
         self._settings = settings
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
@@ -73,15 +75,17 @@ class KafkaSource:
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             **_security(settings),
         )
-        self._listener = _Listener(on_revoked, on_assigned)
         self._paused = False
 
-    async def start(self) -> None:
-        await self._consumer.start()
-        self._consumer.subscribe([self._settings.topic], listener=self._listener)
+    async def start(self, listener: RebalanceListener) -> None:
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            raise _unreachable(self._settings, exc) from exc
+        self._consumer.subscribe([self._settings.topic], listener=_Listener(listener))
 
     async def stop(self) -> None:
-        await self._consumer.stop()
+        await _stop(self._consumer)
 
     async def fetch(self) -> list[Record]:
         batches = await self._consumer.getmany(
@@ -149,20 +153,21 @@ class KafkaSink:
         )
 
     async def start(self) -> None:
-        await self._producer.start()
+        try:
+            await self._producer.start()
+        except KafkaError as exc:
+            raise _unreachable(self._settings, exc) from exc
 
     async def stop(self) -> None:
-        await self._producer.stop()
+        await _stop(self._producer)
 
     async def send_verdict(self, trace_id: str, payload: bytes) -> None:
         if not self._settings.verdict_topic:
             return
-        await self._producer.send_and_wait(
-            self._settings.verdict_topic, payload, key=trace_id.encode("ascii")
-        )
+        await self._send(self._settings.verdict_topic, payload, key=trace_id.encode("ascii"))
 
     async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
-        await self._producer.send_and_wait(topic, payload, key=trace_id.encode("ascii"))
+        await self._send(topic, payload, key=trace_id.encode("ascii"))
 
     async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
         headers = [
@@ -172,15 +177,29 @@ class KafkaSink:
             ("sidecar.source.partition", str(record.partition).encode()),
             ("sidecar.source.offset", str(record.offset).encode()),
         ]
-        await self._producer.send_and_wait(
+        await self._send(
             self._settings.dead_letter_topic, record.value or b"", key=record.key, headers=headers
         )
 
+    async def _send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        try:
+            await self._producer.send_and_wait(topic, value, key=key, headers=headers)
+        except KafkaError as exc:
+            raise DeliveryError(str(exc)) from exc
 
-class LabelSource:
+
+class KafkaLabelSource:
     """Reads human labels (JSON) from the labels topic; commits after each handled batch."""
 
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
+        self._settings = settings
         self._consumer = AIOKafkaConsumer(
             topic,
             bootstrap_servers=settings.bootstrap_servers,
@@ -192,10 +211,13 @@ class LabelSource:
         )
 
     async def start(self) -> None:
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except KafkaError as exc:
+            raise _unreachable(self._settings, exc) from exc
 
     async def stop(self) -> None:
-        await self._consumer.stop()
+        await _stop(self._consumer)
 
     async def fetch(self, timeout_ms: int = 500) -> list[bytes]:
         batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)

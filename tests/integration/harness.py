@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -65,15 +65,46 @@ async def spans_topic(bootstrap: str, prefix: str, *extra: str) -> str:
 
 
 async def produce(
-    bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]]
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    *,
+    partition: int | None = None,
 ) -> None:
+    """Send and wait for every record; ``partition`` overrides partitioning by key."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await producer.start()
     try:
-        batch = [await producer.send(topic, value, key=key) for key, value in records]
+        batch = [
+            await producer.send(topic, value, key=key, partition=partition)
+            for key, value in records
+        ]
         await asyncio.gather(*batch)
     finally:
         await producer.stop()
+
+
+async def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The offsets ``group`` has committed on ``topic``, per partition."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The next offset to be written, per partition of ``topic``."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        ends = await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+    return {tp.partition: offset for tp, offset in ends.items()}
 
 
 async def consume_all(

@@ -1,13 +1,21 @@
-"""Traces for the Kafka tests: generated with the OTel SDK, encoded with its OTLP encoder."""
+"""What the Kafka tests feed and expect: traces, rubrics, and a judge that answers from a script.
+
+Traces are generated with the OTel SDK and encoded with its OTLP encoder.
+``JUDGE_RUBRIC`` and ``answer_like_a_judge`` serve the tests with a judge (a
+``tests.gemini_server.JudgeServer`` responder).
+"""
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.agents.genai_spans import GenAICase, make_cases
 from tests.agents.otlp import split_requests
+from tests.gemini_server import Reply, gemini_json
 
 # Check names match tests.agents.genai_spans' expected failures.
 RUBRICS = {
@@ -38,6 +46,51 @@ checks:
   - {name: fast_enough, type: max_latency_ms, limit: 30000, gate: false}
 """,
 }
+
+# The refund rubric with a judge, for tests that run one (answer_like_a_judge answers it).
+JUDGE_RUBRIC = """
+id: refund-support
+version: "4"
+applies_to: {service.name: refund-agent}
+sampling: {judge_ratio: 0.5, always_judge: [error]}
+checks:
+  - {name: allowed_tools, type: tool_allowlist, tools: [lookup_order, issue_refund]}
+judge:
+  model: gemini-2.5-flash
+  instructions: You grade replies of a refund agent.
+  criteria:
+    - name: correct_amount
+      definition: Every amount told to the customer equals an amount in a tool result.
+      pass_example: '"Refunded $40.25" (tool returned 40.25)'
+      fail_example: '"Refunded $45" (tool returned 40.25)'
+    - name: polite
+      definition: The reply is courteous.
+      pass_example: '"Sorry about that, done."'
+      fail_example: '"Read the policy."'
+      gate: false
+"""
+
+_BLOCK = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
+
+
+def answer_like_a_judge(path: str, body: Any) -> Reply:
+    """PASS everything, except an amount the tools never returned (the 999.95 cases)."""
+    text = body["contents"][0]["parts"][0]["text"]
+    match = _BLOCK.search(text)
+    response = match.group(2) if match else ""
+    wrong = "999.95" in response
+    return gemini_json(
+        {
+            "criteria": [
+                {
+                    "criterion": "correct_amount",
+                    "evidence": "$999.95" if wrong else "NONE",
+                    "verdict": "FAIL" if wrong else "PASS",
+                },
+                {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
+            ]
+        }
+    )
 
 
 def write_rubrics(directory: Path) -> Path:

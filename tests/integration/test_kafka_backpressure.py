@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,7 @@ from tests.integration.harness import (
     verdicts_from,
     wait_for,
 )
-from tests.integration.scenario import make_feed
-from tests.integration.test_kafka_judge import RUBRIC, answer_like_a_judge
+from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
 pytestmark = [pytest.mark.kafka]
 
@@ -29,7 +27,9 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
 ) -> None:
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0"))
+    (rubrics / "refund.yaml").write_text(
+        JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
+    )
     topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(40, seed=23, max_parts=1)
     refund = [c for c in feed.cases if c.kind.startswith("refund")]
@@ -72,7 +72,13 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
             )
             # The in-flight bound is reached: partitions are paused, so new records stay unread.
             await produce(kafka_bootstrap, topic, rest)
-            await asyncio.sleep(3)
+            # The waiting cases probe the judge each time its breaker half-opens
+            # (breaker_reset_s apart). Two more probes after the records were acknowledged
+            # mean the sidecar ran on for a breaker period with them on the broker, its
+            # loop fetching every fetch_timeout_ms: had its partitions not been paused,
+            # it would have read them.
+            probes = len(server.requests)
+            await wait_for(lambda: len(server.requests) >= probes + 2, 30, "two more probes")
             assert sidecar.metric("sidecar_cases_total") == 0
             assert sidecar.metric("sidecar_kafka_records_total") <= len(first)
             assert sidecar.metric("sidecar_judge_errors_total") > 0  # http_5xx, breaker_open

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.gemini_server import JudgeServer, Reply, gemini_json
+from tests.gemini_server import JudgeServer
 from tests.integration.harness import (
     OtlpReceiver,
     SidecarProcess,
@@ -19,53 +18,9 @@ from tests.integration.harness import (
     verdicts_from,
     wait_for,
 )
-from tests.integration.scenario import make_feed
+from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
 pytestmark = [pytest.mark.kafka]
-
-RUBRIC = """
-id: refund-support
-version: "4"
-applies_to: {service.name: refund-agent}
-sampling: {judge_ratio: 0.5, always_judge: [error]}
-checks:
-  - {name: allowed_tools, type: tool_allowlist, tools: [lookup_order, issue_refund]}
-judge:
-  model: gemini-2.5-flash
-  instructions: You grade replies of a refund agent.
-  criteria:
-    - name: correct_amount
-      definition: Every amount told to the customer equals an amount in a tool result.
-      pass_example: '"Refunded $40.25" (tool returned 40.25)'
-      fail_example: '"Refunded $45" (tool returned 40.25)'
-    - name: polite
-      definition: The reply is courteous.
-      pass_example: '"Sorry about that, done."'
-      fail_example: '"Read the policy."'
-      gate: false
-"""
-
-_BLOCK = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
-
-
-def answer_like_a_judge(path: str, body: Any) -> Reply:
-    """PASS everything, except an amount the tools never returned (the 999.95 cases)."""
-    text = body["contents"][0]["parts"][0]["text"]
-    match = _BLOCK.search(text)
-    response = match.group(2) if match else ""
-    wrong = "999.95" in response
-    return gemini_json(
-        {
-            "criteria": [
-                {
-                    "criterion": "correct_amount",
-                    "evidence": "$999.95" if wrong else "NONE",
-                    "verdict": "FAIL" if wrong else "PASS",
-                },
-                {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-            ]
-        }
-    )
 
 
 async def test_sampled_cases_are_judged_on_spans_records_and_metrics(
@@ -73,7 +28,7 @@ async def test_sampled_cases_are_judged_on_spans_records_and_metrics(
 ) -> None:
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(RUBRIC)
+    (rubrics / "refund.yaml").write_text(JUDGE_RUBRIC)
     topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(80, seed=13)
     refund_cases = [c for c in feed.cases if c.kind.startswith("refund")]

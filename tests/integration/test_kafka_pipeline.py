@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -13,7 +12,9 @@ import pytest
 from tests.integration.harness import (
     OtlpReceiver,
     SidecarProcess,
+    committed_offsets,
     consume_all,
+    end_offsets,
     produce,
     spans_topic,
     verdicts_from,
@@ -277,17 +278,42 @@ def _partitions(sidecar: SidecarProcess) -> set[int]:
 async def test_sigterm_commits_and_restart_emits_nothing_new(
     kafka_bootstrap: str, topic_prefix: str, sidecar_for: Callable[..., SidecarProcess]
 ) -> None:
-    topic = await spans_topic(kafka_bootstrap, topic_prefix)
+    topic, group = await spans_topic(kafka_bootstrap, topic_prefix), f"{topic_prefix}.g"
     feed = make_feed(50, seed=9)
     with sidecar_for("first") as first:
         await produce(kafka_bootstrap, topic, feed.records)
         await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases), settle=0)
         assert first.terminate() == 0
+    # All offsets were committed on SIGTERM.
+    ends = await end_offsets(kafka_bootstrap, topic)
+    assert sum(ends.values()) == len(feed.records)
+    assert await committed_offsets(kafka_bootstrap, group, topic) == ends
+
+    # A restarted replica reads nothing old: once it holds every partition, one new trace
+    # goes to each. A partition is read in order, so by the time those are decided any
+    # record left uncommitted before them has been read, and counted, first.
+    fresh = make_feed(3, seed=10, max_parts=1)
+    assert not fresh.trace_ids & feed.trace_ids
     with sidecar_for("second") as second:
-        await asyncio.sleep(3)
-        assert second.metric("sidecar_kafka_records_total") == 0  # all offsets were committed
+        await wait_for(lambda: _partitions(second) == {0, 1, 2}, 60, "partitions assigned")
+        for partition, record in enumerate(fresh.records):
+            await produce(kafka_bootstrap, topic, [record], partition=partition)
+        await wait_for(
+            lambda: second.metric("sidecar_cases_total") >= len(fresh.cases), 30, "new verdicts"
+        )
+        assert second.metric("sidecar_kafka_records_total") == len(fresh.records)
+        assert second.metric("sidecar_cases_total") == len(fresh.cases)
         assert second.terminate() == 0
     verdicts = verdicts_from(
-        await consume_all(kafka_bootstrap, f"{topic}.verdicts", expect=len(feed.cases), settle=0.5)
+        await consume_all(
+            kafka_bootstrap,
+            f"{topic}.verdicts",
+            expect=len(feed.cases) + len(fresh.cases),
+            settle=0.5,
+        )
     )
-    assert len(verdicts) == len(feed.cases)
+    assert len([v for v in verdicts if v["trace_id"] in feed.trace_ids]) == len(feed.cases)
+    assert sorted(v["trace_id"] for v in verdicts if v["trace_id"] in fresh.trace_ids) == sorted(
+        fresh.trace_ids
+    )
+    assert len(verdicts) == len(feed.cases) + len(fresh.cases)

@@ -15,8 +15,7 @@ from tests.integration.harness import (
     spans_topic,
     wait_for,
 )
-from tests.integration.scenario import make_feed
-from tests.integration.test_kafka_judge import RUBRIC, answer_like_a_judge
+from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
 pytestmark = [pytest.mark.kafka]
 
@@ -26,7 +25,9 @@ async def test_reviewed_cases_go_out_and_labels_change_agreement(
 ) -> None:
     rubrics = tmp_path / "rubrics"
     rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0"))
+    (rubrics / "refund.yaml").write_text(
+        JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
+    )
     review_topic, labels_topic = f"{topic_prefix}.review", f"{topic_prefix}.labels"
     topic = await spans_topic(kafka_bootstrap, topic_prefix, review_topic, labels_topic)
     feed = make_feed(40, seed=17)

@@ -1,0 +1,228 @@
+"""The broker in memory: the protocols of :mod:`sidecar.adapters.broker` without a network.
+
+Like httpx's ``MockTransport``: real behaviour, no patching. A
+:class:`MemoryTopic` holds partitions of records and one consumer group's
+committed offsets. A :class:`MemorySource` is one member of that group; the test
+moves partitions with :meth:`~MemorySource.assign` and
+:meth:`~MemorySource.revoke`, which call the rebalance listener as Kafka does
+(on revoke while the partitions are still assigned, so the listener can commit).
+:class:`MemorySink` keeps what was sent and can be told to refuse the next sends
+with the error the Kafka sink raises. :class:`MemoryLabels` hands out pushed labels.
+
+Each client writes what it did to a ``journal`` (a list of short strings, which
+may be shared) so that a test can check the order of events across clients.
+Fetches, commits and sends yield to the event loop once, as the real ones do;
+none waits for time (a fetch with nothing to read returns an empty list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+
+from sidecar.adapters.broker import RebalanceListener, Record
+from sidecar.errors import DeliveryError
+
+__all__ = ["MemoryLabels", "MemorySink", "MemorySource", "MemoryTopic"]
+
+
+class MemoryTopic:
+    """Partitions of records (offsets from 0) and the group's committed offsets."""
+
+    def __init__(self, partitions: int = 1) -> None:
+        self._logs: list[list[Record]] = [[] for _ in range(partitions)]
+        self.committed: dict[int, int] = {}
+
+    @property
+    def partitions(self) -> range:
+        return range(len(self._logs))
+
+    def append(self, partition: int, value: bytes | None, key: bytes | None = None) -> Record:
+        log = self._logs[partition]
+        record = Record(partition, len(log), key, value)
+        log.append(record)
+        return record
+
+    def records(self, partition: int) -> list[Record]:
+        return self._logs[partition]
+
+    def highwater(self, partition: int) -> int:
+        return len(self._logs[partition])
+
+
+class MemorySource:
+    """A ``Source``: one group member reading a :class:`MemoryTopic`.
+
+    ``partitions`` are assigned on ``start`` (default: all of the topic's);
+    pass an empty set and call :meth:`assign` to hand them over later.
+    ``idle`` is set whenever a fetch found nothing to read.
+    """
+
+    def __init__(
+        self,
+        topic: MemoryTopic,
+        *,
+        partitions: Iterable[int] | None = None,
+        max_records: int = 500,
+        journal: list[str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.max_records = max_records
+        self.journal: list[str] = [] if journal is None else journal
+        self.positions: dict[int, int] = {}
+        self.commits: list[dict[int, int]] = []
+        self.idle = asyncio.Event()
+        self._initial = set(topic.partitions if partitions is None else partitions)
+        self._listener: RebalanceListener | None = None
+        self._paused_partitions: set[int] = set()
+        self._paused = False
+
+    async def start(self, listener: RebalanceListener) -> None:
+        self.journal.append("source.start")
+        self._listener = listener
+        if self._initial:
+            await self.assign(self._initial)
+
+    async def stop(self) -> None:
+        self.journal.append("source.stop")
+        self.positions.clear()
+        self._paused_partitions.clear()
+
+    async def assign(self, partitions: Iterable[int]) -> None:
+        """The group hands ``partitions`` to this member; reading starts at the committed offset."""
+        assert self._listener is not None, "start() the source first"
+        added = set(partitions) - set(self.positions)
+        for partition in added:
+            self.positions[partition] = self.topic.committed.get(partition, 0)
+        self.journal.append(f"source.assigned {sorted(added)}")
+        await self._listener.on_assigned(added)
+
+    async def revoke(self, partitions: Iterable[int]) -> None:
+        """The group takes ``partitions`` away; the listener runs while they are still ours."""
+        assert self._listener is not None, "start() the source first"
+        revoked = set(partitions) & set(self.positions)
+        self.journal.append(f"source.revoked {sorted(revoked)}")
+        await self._listener.on_revoked(revoked)
+        for partition in revoked:
+            del self.positions[partition]
+            self._paused_partitions.discard(partition)
+
+    async def fetch(self) -> list[Record]:
+        self.journal.append("source.fetch")
+        await asyncio.sleep(0)
+        records: list[Record] = []
+        for partition in sorted(self.positions):
+            if partition in self._paused_partitions:
+                continue
+            start = self.positions[partition]
+            batch = self.topic.records(partition)[start : start + self.max_records - len(records)]
+            records.extend(batch)
+            self.positions[partition] = start + len(batch)
+        if records:
+            self.idle.clear()
+        else:
+            self.idle.set()
+        return records
+
+    def assigned(self) -> set[int]:
+        return set(self.positions)
+
+    def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
+        return {
+            p: max(0, self.topic.highwater(p) - next_offsets[p])
+            for p in self.positions
+            if p in next_offsets
+        }
+
+    async def commit(self, offsets: Mapping[int, int]) -> bool:
+        await asyncio.sleep(0)
+        accepted = {p: o for p, o in offsets.items() if p in self.positions}
+        if not accepted:
+            return False
+        self.topic.committed.update(accepted)
+        self.commits.append(accepted)
+        self.journal.append(f"source.commit {accepted}")
+        return True
+
+    def pause(self) -> None:
+        if not self._paused:
+            self._paused_partitions |= set(self.positions)
+            self._paused = True
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused_partitions -= set(self.positions)
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+
+class MemorySink:
+    """A ``Sink`` that keeps every acknowledged record; :meth:`fail` makes sends refused."""
+
+    def __init__(self, *, journal: list[str] | None = None) -> None:
+        self.journal: list[str] = [] if journal is None else journal
+        self.verdicts: list[tuple[str, bytes]] = []
+        self.reviews: list[tuple[str, str, bytes]] = []
+        self.dead_letters: list[tuple[Record, str, str]] = []
+        self.refused = 0
+        self._failures = 0
+
+    def fail(self, times: int) -> None:
+        """Refuse the next ``times`` sends with :class:`DeliveryError`; ``fail(0)`` heals."""
+        self._failures = times
+
+    async def start(self) -> None:
+        self.journal.append("sink.start")
+
+    async def stop(self) -> None:
+        self.journal.append("sink.stop")
+
+    async def send_verdict(self, trace_id: str, payload: bytes) -> None:
+        await self._acknowledge(f"sink.verdict {trace_id}")
+        self.verdicts.append((trace_id, payload))
+
+    async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
+        await self._acknowledge(f"sink.review {trace_id}")
+        self.reviews.append((topic, trace_id, payload))
+
+    async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
+        await self._acknowledge(f"sink.dead_letter {record.partition}:{record.offset}")
+        self.dead_letters.append((record, reason, detail))
+
+    async def _acknowledge(self, what: str) -> None:
+        await asyncio.sleep(0)
+        if self._failures > 0:
+            self._failures -= 1
+            self.refused += 1
+            raise DeliveryError(f"refused by the in-memory broker: {what}")
+        self.journal.append(what)
+
+
+class MemoryLabels:
+    """A ``LabelSource`` handing out the payloads given to :meth:`push`."""
+
+    def __init__(self, *, journal: list[str] | None = None) -> None:
+        self.journal: list[str] = [] if journal is None else journal
+        self.commits = 0
+        self._pending: list[bytes] = []
+
+    def push(self, *payloads: bytes) -> None:
+        self._pending.extend(payloads)
+
+    async def start(self) -> None:
+        self.journal.append("labels.start")
+
+    async def stop(self) -> None:
+        self.journal.append("labels.stop")
+
+    async def fetch(self) -> list[bytes]:
+        await asyncio.sleep(0)
+        payloads, self._pending = self._pending, []
+        return payloads
+
+    async def commit(self) -> None:
+        self.commits += 1
+        self.journal.append("labels.commit")
