@@ -67,7 +67,7 @@ else:
 
 
 class HasChecks(Protocol):
-    """What ``run_checks`` reads of a rubric."""
+    """What ``run_checks`` reads of a rubric (``sidecar.rubric`` imports this package, not back)."""
 
     @property
     def checks(self) -> Sequence[CheckConfig]: ...
