@@ -11,6 +11,11 @@ that never completes is decided at ``max_trace_age``. Memory is bounded:
 - decided trace ids are remembered in a bounded LRU so late spans get a
   consistent answer (counted, ignored).
 
+A span whose parent is not in the trace (a remote parent, e.g. an HTTP
+server span exported elsewhere) is the root when it is a SERVER or INTERNAL
+span that ``root_spans`` accepts: by default the root spans the tracing
+conventions declare (``sidecar.conventions.ROOT_SPANS``), taken here as data.
+
 Nothing is dropped silently: every early decision and every late span is
 counted in :class:`AssemblerStats`. Time is passed in as ``now`` (seconds,
 monotonic); the assembler never reads a clock.
@@ -22,9 +27,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sidecar.conventions import ROOT_SPANS, RootSpans
 from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
-
-_ROOT_NAMES = ("invoke_agent", "invoke_workflow", "invocation")
 
 
 @dataclass(slots=True)
@@ -46,32 +50,28 @@ class _Open:
     span_ids: set[str] = field(default_factory=set)
     first_offsets: dict[int, int] = field(default_factory=dict)
 
-    def has_root(self) -> bool:
-        return any(_is_root(s, self.span_ids) for s in self.spans)
+    def has_root(self, root_spans: RootSpans) -> bool:
+        return any(_is_root(s, self.span_ids, root_spans) for s in self.spans)
 
-    def to_trace(self, reason: DecideReason, truncated: bool) -> Trace:
+    def to_trace(self, reason: DecideReason, truncated: bool, root_spans: RootSpans) -> Trace:
         spans = sorted(self.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
         return Trace(
             trace_id=self.trace_id,
             spans=tuple(spans),
             reason=reason,
             truncated=truncated,
-            has_root=self.has_root(),
+            has_root=self.has_root(root_spans),
             first_offsets=dict(self.first_offsets),
         )
 
 
-def _is_root(span: Span, span_ids: set[str]) -> bool:
+def _is_root(span: Span, span_ids: set[str], root_spans: RootSpans) -> bool:
     if span.parent_span_id is None:
         return True
     if span.parent_span_id in span_ids:
         return False
-    # A remote parent (e.g. an HTTP server span exported elsewhere): accept an
-    # agent invocation span as the root of this trace.
-    if span.kind not in (SpanKind.SERVER, SpanKind.INTERNAL):
-        return False
-    operation = span.attributes.get("gen_ai.operation.name")
-    return operation in ("invoke_agent", "invoke_workflow") or span.name.startswith(_ROOT_NAMES)
+    # A remote parent: accept an agent invocation span as the root of this trace.
+    return span.kind in (SpanKind.SERVER, SpanKind.INTERNAL) and root_spans.matches(span)
 
 
 class Assembler:
@@ -85,6 +85,7 @@ class Assembler:
         max_open_traces: int = 50_000,
         max_spans_per_trace: int = 2_000,
         decided_memory: int = 200_000,
+        root_spans: RootSpans = ROOT_SPANS,
     ) -> None:
         if min(max_open_traces, max_spans_per_trace, decided_memory) < 1:
             raise ValueError("assembler bounds must be at least 1")
@@ -93,6 +94,7 @@ class Assembler:
         self.max_open_traces = max_open_traces
         self.max_spans_per_trace = max_spans_per_trace
         self.decided_memory = decided_memory
+        self.root_spans = root_spans
         self.stats = AssemblerStats()
         # Insertion order of _open is first arrival; _quiet is ordered by last arrival.
         self._open: dict[str, _Open] = {}
@@ -151,7 +153,7 @@ class Assembler:
             entry = self._open[trace_id]
             if now - entry.last_arrival < self.decision_wait:
                 break
-            if entry.has_root():
+            if entry.has_root(self.root_spans):
                 decided.append(self._decide(trace_id, DecideReason.COMPLETE, truncated=False))
         return decided
 
@@ -165,7 +167,7 @@ class Assembler:
         decided: list[Trace] = []
         for trace_id in list(self._open):
             entry = self._open[trace_id]
-            if require_root and not entry.has_root():
+            if require_root and not entry.has_root(self.root_spans):
                 continue
             decided.append(self._decide(trace_id, reason, truncated=False))
         return decided
@@ -200,7 +202,7 @@ class Assembler:
         self._decided[trace_id] = None
         if len(self._decided) > self.decided_memory:
             self._decided.popitem(last=False)
-        trace = entry.to_trace(reason, truncated)
+        trace = entry.to_trace(reason, truncated, self.root_spans)
         if not trace.has_root:
             self.stats.orphan_traces += 1
         return trace

@@ -2,140 +2,27 @@
 
 One YAML file per rubric (see README "Rubric format"). Files are validated at
 start-up; every problem is reported with the file name and the field path, e.g.
-``rubrics/refund.yaml: checks.1.schema: ...``.
+``rubrics/refund.yaml: checks.1.schema: ...``. The check entries are the check
+types' own models, registered in ``sidecar.checks``.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sidecar.checks import CheckSpec
+from sidecar.checks.base import Name
 from sidecar.errors import RubricError
-
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _CheckBase(_Strict):
-    name: Annotated[str, Field(pattern=_NAME, max_length=64)]
-    gate: bool = True
-
-
-class ToolAllowlist(_CheckBase):
-    type: Literal["tool_allowlist"]
-    tools: list[str]
-
-
-class ToolDenylist(_CheckBase):
-    type: Literal["tool_denylist"]
-    tools: list[str]
-
-
-class ExpectedCall(_Strict):
-    name: str
-    # Subset of the arguments that must match exactly (JSON equality per key).
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class RequiredToolCalls(_CheckBase):
-    type: Literal["required_tool_calls"]
-    calls: Annotated[list[ExpectedCall], Field(min_length=1)]
-    order: Literal["in_order", "any_order"] = "any_order"
-
-
-def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
-    return schema
-
-
-class _SchemaCheck(_CheckBase):
-    """A check that carries a JSON Schema (``schema:`` in YAML), validated at load time."""
-
-    schema_: Annotated[dict[str, Any], Field(alias="schema")]
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @field_validator("schema_")
-    @classmethod
-    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_json_schema(value)
-
-
-class ToolArguments(_SchemaCheck):
-    type: Literal["tool_arguments"]
-    tool: str
-
-
-class MaxToolCalls(_CheckBase):
-    type: Literal["max_tool_calls"]
-    limit: Annotated[int, Field(ge=0)]
-    tool: str | None = None  # count only this tool when given
-
-
-class AnswerRegex(_CheckBase):
-    type: Literal["answer_regex"]
-    must_match: str | None = None
-    must_not_match: str | None = None
-    ignore_case: bool = False
-
-    @model_validator(mode="after")
-    def _one_pattern(self) -> AnswerRegex:
-        if self.must_match is None and self.must_not_match is None:
-            raise ValueError("give must_match, must_not_match or both")
-        for pattern in (self.must_match, self.must_not_match):
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
-        return self
-
-
-class AnswerJsonSchema(_SchemaCheck):
-    type: Literal["answer_json_schema"]
-
-
-class MaxLatencyMs(_CheckBase):
-    type: Literal["max_latency_ms"]
-    limit: Annotated[float, Field(gt=0)]
-
-
-class NoErrorSpans(_CheckBase):
-    type: Literal["no_error_spans"]
-
-
-class GroundedNumbers(_CheckBase):
-    type: Literal["grounded_numbers"]
-    # Numbers that may always appear (e.g. a support phone number's digits).
-    allow: list[float] = Field(default_factory=list)
-
-
-CheckSpec = Annotated[
-    ToolAllowlist
-    | ToolDenylist
-    | RequiredToolCalls
-    | ToolArguments
-    | MaxToolCalls
-    | AnswerRegex
-    | AnswerJsonSchema
-    | MaxLatencyMs
-    | NoErrorSpans
-    | GroundedNumbers,
-    Field(discriminator="type"),
-]
 
 
 class AlwaysJudge(enum.StrEnum):
@@ -151,7 +38,7 @@ class Sampling(_Strict):
 
 
 class CriterionSpec(_Strict):
-    name: Annotated[str, Field(pattern=_NAME, max_length=64)]
+    name: Name
     definition: Annotated[str, Field(min_length=1)]
     pass_example: Annotated[str, Field(min_length=1)]
     fail_example: Annotated[str, Field(min_length=1)]
@@ -185,7 +72,7 @@ class JudgeSpec(_Strict):
 class Rubric(_Strict):
     """A validated rubric file."""
 
-    id: Annotated[str, Field(pattern=_NAME, max_length=64)]
+    id: Name
     version: Annotated[str, Field(min_length=1, max_length=32)]
     description: str = ""
     applies_to: dict[str, str] = Field(default_factory=dict)

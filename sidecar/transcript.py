@@ -1,10 +1,12 @@
 """Turn an assembled trace into a ``Transcript``.
 
-Every span is read by the first convention that recognises it
-(``sidecar.conventions``); this module then decides, across the whole trace,
+Every span is read by the first convention that recognises it, in the
+precedence the conventions declare (``sidecar.conventions.read_span``); this
+module knows no convention by name. It decides, across the whole trace,
 which span is the root and which the agent, what the user asked, which tools
 ran, what the agent answered, and what it cost. Several conventions may meet
-in one trace (an ADK agent calling an OpenInference-instrumented client).
+in one trace (an ADK agent calling an OpenInference-instrumented client);
+``Transcript.conventions`` lists them in registry order.
 
 Precedence, written out once:
 

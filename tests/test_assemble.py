@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from sidecar.assemble import Assembler
+from sidecar.conventions import ROOT_SPANS, RootSpans
 from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
 
 COMPLETE, MAX_AGE = DecideReason.COMPLETE, DecideReason.MAX_AGE
@@ -139,6 +140,33 @@ def test_when_a_trace_is_decided(steps: Steps, at: float, expected: list[DecideR
     assert feed(assembler, steps) == []
     assert [t.reason for t in assembler.due(at)] == expected
     assert assembler.open_traces == (0 if expected else 1)
+
+
+ROOT_SPANS_CASES = [
+    pytest.param(RootSpans(name_prefixes=("handle",)), "handle order", {}, True, id="by-name"),
+    pytest.param(
+        RootSpans(attributes=(("agent.kind", "root"),)),
+        "anything",
+        {"agent__kind": "root"},
+        True,
+        id="by-attribute",
+    ),
+    pytest.param(RootSpans(name_prefixes=("handle",)), "invoke_agent a", {}, False, id="other"),
+    pytest.param(RootSpans(), "invoke_agent a", {}, False, id="none-declared"),
+]
+
+
+@pytest.mark.parametrize(("root_spans", "name", "attrs", "is_root"), ROOT_SPANS_CASES)
+def test_root_spans_under_a_remote_parent_are_taken_as_data(
+    root_spans: RootSpans, name: str, attrs: dict[str, Any], is_root: bool
+) -> None:
+    assembler = Assembler(decision_wait=5.0, root_spans=root_spans)
+    assembler.add([sp(1, parent=99, name=name, **attrs)], 0.0)
+    assert [t.has_root for t in assembler.due(5.0)] == ([True] if is_root else [])
+
+
+def test_the_default_root_spans_are_the_conventions() -> None:
+    assert Assembler().root_spans == ROOT_SPANS
 
 
 def test_complete_trace_has_all_spans_sorted_and_flags() -> None:

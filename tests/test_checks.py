@@ -1,18 +1,31 @@
 from __future__ import annotations
 
+import ast
+import dataclasses
 import datetime
+import importlib
+import inspect
 import json
+import pkgutil
+import re
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
-from sidecar.checks import run_check, run_checks
+import sidecar
+import sidecar.checks
+from sidecar.checks import CHECK_TYPES, CheckSpec, run_check, run_checks
 from sidecar.checks._common import json_equal
+from sidecar.checks.answer import AnswerRegex
+from sidecar.checks.base import CheckConfig, CheckType
 from sidecar.model import ErrorSpan, Outcome, ToolCall, Transcript
-from sidecar.rubric import AnswerRegex, CheckSpec, Rubric
+from sidecar.rubric import Rubric
 
 PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
+REGISTERED = [t.name for t in CHECK_TYPES]
 
 _SPEC: TypeAdapter[Any] = TypeAdapter(CheckSpec)
 
@@ -832,7 +845,7 @@ def test_every_check_type_has_pass_fail_and_error_cases() -> None:
     checks: list[Any] = [case.values[0] for case in ALL_CASES]
     seen = {(check.type, case.values[2]) for check, case in zip(checks, ALL_CASES, strict=True)}
     types = {check_type for check_type, _ in seen}
-    assert len(types) == 10
+    assert types == set(REGISTERED)
     assert {(t, o) for t in types for o in (PASS, FAIL, ERROR)} <= seen
 
 
@@ -923,3 +936,93 @@ def test_deeply_nested_arguments_do_not_crash() -> None:
 )
 def test_json_equal(expected: object, actual: object, equal: bool) -> None:
     assert json_equal(expected, actual) is equal
+
+
+# --- the registry: a check type left out anywhere fails here ----------------------------------
+
+PACKAGE = Path(sidecar.__file__).resolve().parent
+README = PACKAGE.parent / "README.md"
+
+
+def _check_modules() -> list[ModuleType]:
+    return [
+        importlib.import_module(f"sidecar.checks.{info.name}")
+        for info in pkgutil.iter_modules(sidecar.checks.__path__)
+    ]
+
+
+def test_registry_names_and_configs_are_unique() -> None:
+    assert len(set(REGISTERED)) == len(CHECK_TYPES)
+    assert len({t.config for t in CHECK_TYPES}) == len(CHECK_TYPES)
+
+
+def test_every_declared_check_type_is_registered() -> None:
+    declared = {
+        id(value): value
+        for module in _check_modules()
+        for value in vars(module).values()
+        if isinstance(value, CheckType)
+    }
+    assert sorted(t.name for t in declared.values()) == sorted(REGISTERED)
+    assert set(declared) == {id(t) for t in CHECK_TYPES}
+
+
+def test_every_check_config_model_belongs_to_a_registered_type() -> None:
+    configs = {
+        value
+        for module in _check_modules()
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, CheckConfig)
+        and value.__module__ == module.__name__
+        and "type" in value.model_fields
+    }
+    assert configs == {t.config for t in CHECK_TYPES}
+
+
+@pytest.mark.parametrize("check_type", CHECK_TYPES, ids=REGISTERED)
+def test_a_check_type_is_one_declaration_in_its_family_module(check_type: CheckType[Any]) -> None:
+    assert issubclass(check_type.config, CheckConfig)
+    assert callable(check_type.evaluate)
+    assert check_type.evaluate.__module__ == check_type.config.__module__
+    assert check_type.inconclusive_if_truncated in (None, PASS, FAIL)
+
+
+def test_the_declaration_leaves_nothing_to_a_default() -> None:
+    # A default would let a new check type skip deciding what truncation does to it.
+    assert all(
+        f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        for f in dataclasses.fields(CheckType)
+        if f.init
+    )
+
+
+def test_every_registered_type_is_in_the_rubric_schema() -> None:
+    checks = Rubric.model_json_schema()["properties"]["checks"]["items"]
+    assert list(checks["discriminator"]["mapping"]) == sorted(REGISTERED)
+
+
+def test_the_readme_lists_every_check_type() -> None:
+    text = README.read_text(encoding="utf-8")
+    paragraph = text[text.index("Check types:") :].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`([a-z_]+)`", paragraph))
+    assert set(REGISTERED) <= listed
+
+
+def _string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def test_no_module_but_its_own_names_a_check_type() -> None:
+    """No string-keyed table of check types outside the declarations (derive it from CHECK_TYPES)."""
+    home = {t.name: Path(inspect.getfile(t.config)).resolve() for t in CHECK_TYPES}
+    strays = sorted(
+        f"{path.relative_to(PACKAGE.parent)}: {name!r}"
+        for path in PACKAGE.rglob("*.py")
+        for name in _string_constants(path) & home.keys()
+        if path.resolve() != home[name]
+    )
+    assert strays == []

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 
 from sidecar.checks import run_check, run_checks
+from sidecar.checks.required import RequiredToolCalls
+from sidecar.checks.tools import ToolDenylist
 from sidecar.model import Outcome, ToolCall, Transcript
-from sidecar.rubric import RequiredToolCalls, Rubric, ToolDenylist, load_rubric
+from sidecar.rubric import Rubric, load_rubric
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TASKS_FILE = DATA / "tau2_airline_tasks.json"

@@ -12,39 +12,66 @@ function of its spec and the transcript and ends in exactly one of:
 Check families live in one module each: ``tools`` (allow/deny lists, call
 counts, argument schemas), ``required`` (expected calls), ``answer`` (regex,
 JSON schema), ``trace`` (latency, error spans) and ``grounding`` (numbers).
+Each check type is one ``CheckType`` declaration in its family module
+(``sidecar.checks.base``); ``CHECK_TYPES`` below is the one registry. The
+rubric's tagged union ``CheckSpec`` and the dispatch of ``run_check`` are
+derived from it. Adding a check type: declare it in a family module, list it
+here, add its PASS/FAIL/ERROR cases to tests/test_checks.py and its name to
+the README (a test fails until all four are done).
 """
 
 from __future__ import annotations
 
 import re
-from typing import assert_never
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeAlias, Union
 
 import jsonschema
+from pydantic import Field
 from referencing.exceptions import Unresolvable
 
-from sidecar.checks._common import Finding, errored
-from sidecar.checks.answer import answer_json_schema, answer_regex
-from sidecar.checks.grounding import grounded_numbers
-from sidecar.checks.required import required_tool_calls
-from sidecar.checks.tools import max_tool_calls, tool_allowlist, tool_arguments, tool_denylist
-from sidecar.checks.trace import max_latency_ms, no_error_spans
-from sidecar.model import CheckResult, Outcome, Transcript
-from sidecar.rubric import (
-    AnswerJsonSchema,
-    AnswerRegex,
-    CheckSpec,
-    GroundedNumbers,
-    MaxLatencyMs,
-    MaxToolCalls,
-    NoErrorSpans,
-    RequiredToolCalls,
-    Rubric,
-    ToolAllowlist,
-    ToolArguments,
-    ToolDenylist,
+from sidecar.checks._common import errored
+from sidecar.checks.answer import ANSWER_JSON_SCHEMA, ANSWER_REGEX
+from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.checks.grounding import GROUNDED_NUMBERS
+from sidecar.checks.required import REQUIRED_TOOL_CALLS
+from sidecar.checks.tools import MAX_TOOL_CALLS, TOOL_ALLOWLIST, TOOL_ARGUMENTS, TOOL_DENYLIST
+from sidecar.checks.trace import MAX_LATENCY_MS, NO_ERROR_SPANS
+from sidecar.model import CheckResult, Transcript
+
+__all__ = ["CHECK_TYPES", "CheckSpec", "run_check", "run_checks"]
+
+# The registry. Its order is the order of the tags in "unknown check type" errors.
+CHECK_TYPES: tuple[CheckType[Any], ...] = (
+    TOOL_ALLOWLIST,
+    TOOL_DENYLIST,
+    REQUIRED_TOOL_CALLS,
+    TOOL_ARGUMENTS,
+    MAX_TOOL_CALLS,
+    ANSWER_REGEX,
+    ANSWER_JSON_SCHEMA,
+    MAX_LATENCY_MS,
+    NO_ERROR_SPANS,
+    GROUNDED_NUMBERS,
 )
 
-__all__ = ["run_check", "run_checks"]
+_BY_CONFIG: dict[type[CheckConfig], CheckType[Any]] = {t.config: t for t in CHECK_TYPES}
+
+if TYPE_CHECKING:
+    # mypy sees the common base; every type's own fields are its module's business.
+    CheckSpec: TypeAlias = CheckConfig
+else:
+    # pydantic sees the union of every registered config, tagged by `type`
+    # (written with Union because it is built from a tuple).
+    CheckSpec = Annotated[Union[tuple(_BY_CONFIG)], Field(discriminator="type")]  # noqa: UP007
+
+
+class HasChecks(Protocol):
+    """What ``run_checks`` reads of a rubric (``sidecar.rubric`` imports this package, not back)."""
+
+    @property
+    def checks(self) -> Sequence[CheckConfig]: ...
+
 
 # What a check may raise on hostile or odd input (a spec built without
 # validation, a $ref that cannot be resolved, absurd nesting or numbers).
@@ -60,60 +87,21 @@ _CHECK_FAULTS = (
     Unresolvable,
 )
 
-# A truncated trace lost spans we will never see. A check claiming that nothing
-# bad happened can only lose its PASS to them; a check claiming that something
-# needed happened can only lose its FAIL. That outcome becomes ERROR; checks on
-# the answer and the root span are not affected.
-_INCONCLUSIVE_WHEN_TRUNCATED: dict[str, Outcome] = {
-    "tool_allowlist": Outcome.PASS,
-    "tool_denylist": Outcome.PASS,
-    "max_tool_calls": Outcome.PASS,
-    "tool_arguments": Outcome.PASS,
-    "no_error_spans": Outcome.PASS,
-    "required_tool_calls": Outcome.FAIL,
-    "grounded_numbers": Outcome.FAIL,
-}
 
-
-def run_checks(rubric: Rubric, transcript: Transcript) -> tuple[CheckResult, ...]:
+def run_checks(rubric: HasChecks, transcript: Transcript) -> tuple[CheckResult, ...]:
     """Run every check of ``rubric`` on ``transcript``, in rubric order."""
     return tuple(run_check(spec, transcript) for spec in rubric.checks)
 
 
-def run_check(spec: CheckSpec, transcript: Transcript) -> CheckResult:
+def run_check(spec: CheckConfig, transcript: Transcript) -> CheckResult:
     """Run one check; never raises for anything the transcript or spec may hold."""
+    check_type = _BY_CONFIG[type(spec)]
     try:
-        finding = _evaluate(spec, transcript)
+        finding = check_type.evaluate(spec, transcript)
     except _CHECK_FAULTS as exc:
         finding = errored(f"check raised {type(exc).__name__}: {exc}")
-    if transcript.truncated and finding.outcome is _INCONCLUSIVE_WHEN_TRUNCATED.get(spec.type):
+    if transcript.truncated and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"trace truncated, inconclusive: {finding.detail}")
     return CheckResult(
         name=spec.name, outcome=finding.outcome, gate=spec.gate, detail=finding.detail
     )
-
-
-def _evaluate(spec: CheckSpec, transcript: Transcript) -> Finding:
-    match spec:
-        case ToolAllowlist():
-            return tool_allowlist(spec, transcript)
-        case ToolDenylist():
-            return tool_denylist(spec, transcript)
-        case RequiredToolCalls():
-            return required_tool_calls(spec, transcript)
-        case ToolArguments():
-            return tool_arguments(spec, transcript)
-        case MaxToolCalls():
-            return max_tool_calls(spec, transcript)
-        case AnswerRegex():
-            return answer_regex(spec, transcript)
-        case AnswerJsonSchema():
-            return answer_json_schema(spec, transcript)
-        case MaxLatencyMs():
-            return max_latency_ms(spec, transcript)
-        case NoErrorSpans():
-            return no_error_spans(spec, transcript)
-        case GroundedNumbers():
-            return grounded_numbers(spec, transcript)
-        case _:
-            assert_never(spec)

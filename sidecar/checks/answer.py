@@ -1,9 +1,11 @@
-"""Checks over the final answer text."""
+"""Checks over the final answer text: ``answer_regex`` and ``answer_json_schema``."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import model_validator
 
 from sidecar.checks._common import (
     Finding,
@@ -13,8 +15,32 @@ from sidecar.checks._common import (
     passed,
     schema_violation,
 )
+from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
 from sidecar.model import Transcript
-from sidecar.rubric import AnswerJsonSchema, AnswerRegex
+
+
+class AnswerRegex(CheckConfig):
+    type: Literal["answer_regex"]
+    must_match: str | None = None
+    must_not_match: str | None = None
+    ignore_case: bool = False
+
+    @model_validator(mode="after")
+    def _one_pattern(self) -> AnswerRegex:
+        if self.must_match is None and self.must_not_match is None:
+            raise ValueError("give must_match, must_not_match or both")
+        for pattern in (self.must_match, self.must_not_match):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
+        return self
+
+
+class AnswerJsonSchema(SchemaCheckConfig):
+    type: Literal["answer_json_schema"]
+
 
 _NOT_CAPTURED = "answer not captured"
 
@@ -64,3 +90,8 @@ def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Findin
     if problem is not None:
         return failed(problem)
     return passed("answer is valid JSON for the schema")
+
+
+# The answer is the root's or the last LLM call's: truncation does not touch it.
+ANSWER_REGEX = CheckType(AnswerRegex, answer_regex, inconclusive_if_truncated=None)
+ANSWER_JSON_SCHEMA = CheckType(AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None)

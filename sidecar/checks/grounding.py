@@ -37,10 +37,20 @@ import json
 import re
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field
 
 from sidecar.checks._common import Finding, errored, failed, passed, plural
-from sidecar.model import Transcript
-from sidecar.rubric import GroundedNumbers
+from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.model import Outcome, Transcript
+
+
+class GroundedNumbers(CheckConfig):
+    type: Literal["grounded_numbers"]
+    # Numbers that may always appear (e.g. a support phone number's digits).
+    allow: list[float] = Field(default_factory=list)
+
 
 _WORD_CHAR = r"[^\W\d]"  # a letter (any script) or underscore
 
@@ -158,3 +168,9 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     if missing:
         return errored(f"{' and '.join(missing)} not captured; cannot ground {shown}")
     return failed(f"ungrounded {shown} (not in tool results, arguments or input)")
+
+
+# The evidence for a number may be in a tool result a truncated trace lost.
+GROUNDED_NUMBERS = CheckType(
+    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL
+)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.checks._common import (
     Finding,
@@ -34,8 +36,22 @@ from sidecar.checks._common import (
     passed,
     plural,
 )
-from sidecar.model import ToolCall, Transcript
-from sidecar.rubric import ExpectedCall, RequiredToolCalls
+from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.model import Outcome, ToolCall, Transcript
+
+
+class ExpectedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    # Subset of the arguments that must match exactly (JSON equality per key).
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class RequiredToolCalls(CheckConfig):
+    type: Literal["required_tool_calls"]
+    calls: Annotated[list[ExpectedCall], Field(min_length=1)]
+    order: Literal["in_order", "any_order"] = "any_order"
 
 
 class _Fit(enum.Enum):
@@ -157,3 +173,9 @@ def required_tool_calls(spec: RequiredToolCalls, transcript: Transcript) -> Find
 
 def _undecided(expected: ExpectedCall) -> Finding:
     return errored(f"cannot tell if {_describe(expected)} was made: arguments not captured")
+
+
+# The expected call may be among the spans a truncated trace lost.
+REQUIRED_TOOL_CALLS = CheckType(
+    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL
+)

@@ -1,8 +1,14 @@
-"""Checks over which tools were called and with what arguments."""
+"""Checks over which tools were called and with what arguments.
+
+``tool_allowlist``, ``tool_denylist``, ``max_tool_calls`` and ``tool_arguments``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from sidecar.checks._common import (
     Finding,
@@ -13,8 +19,29 @@ from sidecar.checks._common import (
     plural,
     schema_violation,
 )
-from sidecar.model import Transcript
-from sidecar.rubric import MaxToolCalls, ToolAllowlist, ToolArguments, ToolDenylist
+from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
+from sidecar.model import Outcome, Transcript
+
+
+class ToolAllowlist(CheckConfig):
+    type: Literal["tool_allowlist"]
+    tools: list[str]
+
+
+class ToolDenylist(CheckConfig):
+    type: Literal["tool_denylist"]
+    tools: list[str]
+
+
+class ToolArguments(SchemaCheckConfig):
+    type: Literal["tool_arguments"]
+    tool: str
+
+
+class MaxToolCalls(CheckConfig):
+    type: Literal["max_tool_calls"]
+    limit: Annotated[int, Field(ge=0)]
+    tool: str | None = None  # count only this tool when given
 
 
 def _names(names: Iterable[str], limit: int = 5) -> str:
@@ -72,3 +99,10 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
     if uncaptured:
         return errored(f"arguments of {uncaptured} of {plural(len(calls), 'call')} not captured")
     return passed(f"{plural(len(calls), 'call')} of {spec.tool} valid")
+
+
+# A truncated trace may hide a call: none of these can claim a PASS on it.
+TOOL_ALLOWLIST = CheckType(ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS)
+TOOL_DENYLIST = CheckType(ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS)
+TOOL_ARGUMENTS = CheckType(ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS)
+MAX_TOOL_CALLS = CheckType(MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS)

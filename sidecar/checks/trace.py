@@ -1,12 +1,24 @@
-"""Checks over the trace as a whole: latency and error spans."""
+"""Checks over the trace as a whole: ``max_latency_ms`` and ``no_error_spans``."""
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from sidecar.checks._common import Finding, errored, failed, passed
-from sidecar.model import Transcript
-from sidecar.rubric import MaxLatencyMs, NoErrorSpans
+from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.model import Outcome, Transcript
+
+
+class MaxLatencyMs(CheckConfig):
+    type: Literal["max_latency_ms"]
+    limit: Annotated[float, Field(gt=0)]
+
+
+class NoErrorSpans(CheckConfig):
+    type: Literal["no_error_spans"]
 
 
 def _ms(value: float) -> str:
@@ -33,3 +45,8 @@ def no_error_spans(spec: NoErrorSpans, transcript: Transcript) -> Finding:
     count = f"{len(errors)} error spans, first " if len(errors) > 1 else "error span "
     message = f": {first.message}" if first.message else ""
     return failed(f"{count}{first.name!r}{message}")
+
+
+# Latency is the root span's: truncation cannot change it. A lost span may have failed.
+MAX_LATENCY_MS = CheckType(MaxLatencyMs, max_latency_ms, inconclusive_if_truncated=None)
+NO_ERROR_SPANS = CheckType(NoErrorSpans, no_error_spans, inconclusive_if_truncated=Outcome.PASS)

@@ -1,29 +1,37 @@
 """Readers for the tracing conventions agents use to describe themselves.
 
-Each reader looks at one span and, if it recognises the span, returns a
-``Reading``: what kind of step the span is (agent, LLM call, tool execution)
-and the content it carries, normalised into ``Message`` records. The first
-reader that recognises a span wins, so the order of ``READERS`` is the
-precedence.
+Each convention is one module with one ``Convention`` declaration
+(``sidecar.conventions.reading``): its reader, its precedence and its root
+spans. ``CONVENTIONS`` below is the one registry; everything else is derived
+from it:
 
-Content that was not captured is ``None``; an empty string never means
-"missing". Nothing here does I/O.
+- ``read_span`` tries the readers in ascending precedence; the first that
+  recognises a span wins and says what kind of step it is (agent, LLM call,
+  tool execution) and what content it carries, as ``Message`` records;
+- ``ALL_CONVENTIONS``: the order in which ``Transcript.conventions`` lists
+  them (registry order), so equal traces list them equally;
+- ``ROOT_SPANS``: the spans the assembler may take as a trace's root.
+
+Adding a convention: a module with its reader and declaration, and one line
+here (a test fails when a module declares a convention that is not listed).
+
+Shared by the readers: ``attributes`` (OTLP attribute values, JSON text),
+``messages`` (message and part shapes) and ``memo`` (each message text of a
+trace parsed once). Content that was not captured is ``None``; an empty
+string never means "missing". Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import functools
+import operator
 
-from sidecar.conventions.adk import read_adk_v1
-from sidecar.conventions.content import (
-    ADK_V1,
-    ALL_CONVENTIONS,
-    OPENINFERENCE,
-    OPENLLMETRY,
-    OTEL_GENAI,
+from sidecar.conventions import adk, openinference, openllmetry, otel_genai
+from sidecar.conventions.adk import ADK_V1
+from sidecar.conventions.attributes import text_of, usage
+from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.messages import (
     Message,
-    Reading,
-    Role,
     ToolRequest,
     ToolResponse,
     last_assistant_text,
@@ -31,27 +39,29 @@ from sidecar.conventions.content import (
     looks_structured,
     parse_message,
     parse_messages,
-    text_of,
     unwrap_io,
-    usage,
 )
-from sidecar.conventions.memo import MessageMemo
-from sidecar.conventions.openinference import read_openinference
-from sidecar.conventions.openllmetry import read_openllmetry
-from sidecar.conventions.otel_genai import read_otel_genai
+from sidecar.conventions.openinference import OPENINFERENCE
+from sidecar.conventions.openllmetry import OPENLLMETRY
+from sidecar.conventions.otel_genai import OTEL_GENAI
+from sidecar.conventions.reading import Convention, Reader, Reading, Role, RootSpans
 from sidecar.model import Span
 
 __all__ = [
     "ADK_V1",
     "ALL_CONVENTIONS",
+    "CONVENTIONS",
     "OPENINFERENCE",
     "OPENLLMETRY",
     "OTEL_GENAI",
     "READERS",
+    "ROOT_SPANS",
+    "Convention",
     "Message",
     "MessageMemo",
     "Reading",
     "Role",
+    "RootSpans",
     "ToolRequest",
     "ToolResponse",
     "last_assistant_text",
@@ -65,14 +75,21 @@ __all__ = [
     "usage",
 ]
 
+# The registry, in the order Transcript.conventions lists the conventions.
+CONVENTIONS: tuple[Convention, ...] = (
+    otel_genai.CONVENTION,
+    adk.CONVENTION,
+    openinference.CONVENTION,
+    openllmetry.CONVENTION,
+)
 
-class Reader(Protocol):
-    def __call__(self, span: Span, memo: MessageMemo | None = None, /) -> Reading | None: ...
+ALL_CONVENTIONS: tuple[str, ...] = tuple(c.name for c in CONVENTIONS)
 
+READERS: tuple[Reader, ...] = tuple(c.read for c in sorted(CONVENTIONS, key=lambda c: c.precedence))
 
-# ADK and OpenLLMetry spans also carry some gen_ai.* names, so the specific
-# conventions go first and OTel GenAI, the common vocabulary, last.
-READERS: tuple[Reader, ...] = (read_adk_v1, read_openinference, read_openllmetry, read_otel_genai)
+ROOT_SPANS: RootSpans = functools.reduce(
+    operator.or_, (c.root_spans for c in CONVENTIONS), RootSpans()
+)
 
 
 def read_span(span: Span, memo: MessageMemo | None = None) -> Reading | None:

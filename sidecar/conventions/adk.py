@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import re
 
-from sidecar.conventions.content import (
-    ADK_V1,
-    Reading,
-    Role,
-    json_text,
-    models_of,
-    parse_json,
-    parse_messages,
-    str_attr,
-    text_of,
-)
+from sidecar.conventions.attributes import json_text, models_of, parse_json, str_attr, text_of
 from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.messages import parse_messages
 from sidecar.conventions.otel_genai import genai_inputs, genai_operation, genai_outputs, name_after
+from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
 from sidecar.model import AttrValue, Span, ToolCall
+
+ADK_V1 = "adk_v1"
 
 _ADK_SCOPE = "gcp.vertex.agent"
 _ADK_KEYS = (
@@ -91,3 +85,11 @@ def _adk_payload(value: AttrValue) -> dict[str, object] | None:
     data = parse_json(value)
     # ADK puts "{}" on spans where the request/response does not apply.
     return data if isinstance(data, dict) and data else None
+
+
+CONVENTION = Convention(
+    name=ADK_V1,
+    read=read_adk_v1,
+    precedence=10,
+    root_spans=RootSpans(name_prefixes=("invocation",)),
+)

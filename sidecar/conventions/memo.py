@@ -10,9 +10,10 @@ kept for the spans of one trace, reads only what is new:
   closing ``]``, then ``,`` and more items) has only the new items parsed;
 - an item whose JSON text was parsed before is not parsed again.
 
-The result is exactly what ``parse_messages`` returns without a memo: items
-are cut out by the ``json`` module's own scanner, and any text it would not
-read as one array is left to the ordinary path.
+The result is exactly what ``messages.parse_messages`` returns without a
+memo: items are cut out by the ``json`` module's own scanner, and any text it
+would not read as one array is left to the ordinary path. This module uses
+the message parser; the parser knows the memo only as ``MessageCache``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 
-from sidecar.conventions.content import Message, parse_message
+from sidecar.conventions.messages import Message, parse_message
 
 # Recent array texts to try as the start of a new one: enough for the LLM
 # calls of a few agents running side by side.

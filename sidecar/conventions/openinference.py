@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from sidecar.conventions.content import (
-    OPENINFERENCE,
-    Message,
-    Reading,
-    Role,
+from sidecar.conventions.attributes import (
     indexed,
     json_text,
     models_of,
     parse_json,
-    parse_message,
-    parse_messages,
     str_attr,
     text_of,
-    unwrap_io,
 )
 from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.messages import Message, parse_message, parse_messages, unwrap_io
+from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
+
+OPENINFERENCE = "openinference"
 
 
 def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading | None:
@@ -109,3 +106,13 @@ def _oi_value_messages(
     if isinstance(data, dict) and isinstance(data.get("choices"), list):
         data = [c.get("message", c) for c in data["choices"] if isinstance(c, dict)]
     return parse_messages(data, default_role, memo)
+
+
+# Agent spans are told by openinference.span.kind, not by name. None is declared a root:
+# under a remote parent, a trace of this convention alone waits for max_trace_age.
+CONVENTION = Convention(
+    name=OPENINFERENCE,
+    read=read_openinference,
+    precedence=20,
+    root_spans=RootSpans(),
+)

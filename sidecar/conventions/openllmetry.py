@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from sidecar.conventions.content import (
-    OPENLLMETRY,
-    Message,
-    Reading,
-    Role,
+from sidecar.conventions.attributes import (
     indexed,
     json_text,
     list_of,
     models_of,
     parse_json,
-    parse_message,
     str_attr,
     text_of,
-    unwrap_io,
 )
 from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.messages import Message, parse_message, unwrap_io
 from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
+from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
 from sidecar.model import Attributes, AttrValue, Span, ToolCall
+
+OPENLLMETRY = "openllmetry"
 
 
 def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | None:
@@ -107,3 +105,13 @@ def _legacy_messages(
         if message is not None:
             messages.append(message)
     return tuple(messages)
+
+
+# Agent spans are told by traceloop.span.kind, not by name. None is declared a root:
+# under a remote parent, a trace of this convention alone waits for max_trace_age.
+CONVENTION = Convention(
+    name=OPENLLMETRY,
+    read=read_openllmetry,
+    precedence=30,
+    root_spans=RootSpans(),
+)

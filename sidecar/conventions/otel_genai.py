@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from sidecar.conventions.content import (
-    OTEL_GENAI,
+from sidecar.conventions.attributes import json_text, models_of, str_attr, text_of
+from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.messages import (
     Message,
-    Reading,
-    Role,
-    json_text,
     last_assistant_text,
     last_user_text,
-    models_of,
     parse_message,
     parse_messages,
-    str_attr,
-    text_of,
 )
-from sidecar.conventions.memo import MessageMemo
+from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
 from sidecar.model import Attributes, Span, ToolCall
+
+OTEL_GENAI = "otel_genai"
 
 _GENAI_LLM_OPS = frozenset({"chat", "generate_content", "text_completion"})
 _GENAI_OPS = _GENAI_LLM_OPS | {
@@ -165,3 +162,20 @@ def name_after(span_name: str, prefix: str) -> str | None:
     if span_name.startswith(prefix):
         return span_name[len(prefix) :].strip() or None
     return None
+
+
+# The common vocabulary: ADK and OpenLLMetry spans carry gen_ai.* names too, so
+# the specific conventions are tried first. ADK 2 writes this convention, with
+# ``invoke_workflow`` as its root.
+CONVENTION = Convention(
+    name=OTEL_GENAI,
+    read=read_otel_genai,
+    precedence=90,
+    root_spans=RootSpans(
+        name_prefixes=("invoke_agent", "invoke_workflow"),
+        attributes=(
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.operation.name", "invoke_workflow"),
+        ),
+    ),
+)

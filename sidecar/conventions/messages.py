@@ -1,32 +1,22 @@
-"""Records and content parsing shared by the convention readers."""
+"""Message parsing: the GenAI message and part shapes, normalised into ``Message``.
+
+Conventions record conversations in several shapes: GenAI ``{role, parts:
+[{type, ...}]}``, Gemini ``{role, parts: [{text}|{function_call}|
+{function_response}]}``, OpenAI-style ``{role, content, tool_calls,
+tool_call_id}``, completions ``{text}`` and event ``{message: {...}}``
+wrappers, as JSON text or as OTLP kvlists and arrays. They all become
+``Message`` records with the tool calls the model requested and the results
+it was handed. Content that was not captured is ``None``.
+"""
 
 from __future__ import annotations
 
-import enum
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from sidecar.model import Attributes, AttrValue, Span, ToolCall
-
-if TYPE_CHECKING:
-    from sidecar.conventions.memo import MessageMemo
-
-OTEL_GENAI = "otel_genai"
-ADK_V1 = "adk_v1"
-OPENINFERENCE = "openinference"
-OPENLLMETRY = "openllmetry"
-
-# Canonical order for Transcript.conventions, so equal traces list them equally.
-ALL_CONVENTIONS = (OTEL_GENAI, ADK_V1, OPENINFERENCE, OPENLLMETRY)
-
-
-class Role(enum.Enum):
-    AGENT = "agent"
-    LLM = "llm"
-    TOOL = "tool"
-    OTHER = "other"
+from sidecar.conventions.attributes import json_text, list_of, parse_json, text_of
+from sidecar.model import AttrValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,141 +45,13 @@ class Message:
     tool_responses: tuple[ToolResponse, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """What one convention read from one span.
+class MessageCache(Protocol):
+    """Messages already parsed in one trace (``sidecar.conventions.memo.MessageMemo``)."""
 
-    ``inputs``/``outputs`` are ``None`` when the span carries no captured
-    content. ``strong`` separates real agent spans from wrappers around them
-    (workflows, chains, ADK's ``invocation``) when picking *the* agent span.
-    """
+    def messages(self, value: str, default_role: str) -> tuple[Message, ...] | None:
+        """What ``parse_messages(value, default_role)`` returns, or ``None`` to parse it here."""
+        ...
 
-    convention: str
-    role: Role
-    strong: bool = True
-    agent_name: str | None = None
-    input_text: str | None = None
-    output_text: str | None = None
-    inputs: tuple[Message, ...] | None = None
-    outputs: tuple[Message, ...] | None = None
-    tool: ToolCall | None = None
-    models: tuple[str, ...] = ()
-
-
-# --- value helpers ------------------------------------------------------------
-
-
-def text_of(value: AttrValue | object) -> str | None:
-    """Plain text of a value; structured values become compact JSON."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if isinstance(value, bytes):
-        return text_of(value.decode("utf-8", errors="replace"))
-    if isinstance(value, dict | list):
-        return compact_json(value)
-    if isinstance(value, bool | int | float):
-        return json.dumps(value)
-    return text_of(str(value))
-
-
-def json_text(value: AttrValue | object) -> str | None:
-    """JSON text of tool arguments: strings are kept as recorded."""
-    if isinstance(value, dict | list):
-        return compact_json(value)
-    return text_of(value)
-
-
-# What json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-# would build on every call.
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def compact_json(value: object) -> str:
-    return _COMPACT.encode(value)
-
-
-def parse_json(value: AttrValue | object) -> object:
-    """Structured form of a value: JSON text is parsed, other values pass through."""
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "[", '"'):
-            try:
-                return json.loads(stripped)
-            except ValueError:
-                return value
-    return value
-
-
-def as_int(value: AttrValue | object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
-def str_attr(attrs: Attributes, *keys: str) -> str | None:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
-
-
-def indexed(attrs: Mapping[str, AttrValue], prefix: str) -> list[dict[str, AttrValue]]:
-    """Group flattened ``prefix.N.rest`` keys into one mapping per N, in N order."""
-    groups: dict[int, dict[str, AttrValue]] = {}
-    head = prefix + "."
-    for key, value in attrs.items():
-        if not key.startswith(head):
-            continue
-        index, _, rest = key[len(head) :].partition(".")
-        if index.isdigit() and rest:
-            groups.setdefault(int(index), {})[rest] = value
-    return [groups[n] for n in sorted(groups)]
-
-
-def usage(span: Span) -> tuple[int | None, int | None]:
-    """Token usage a span reports, whatever convention named it."""
-    attrs = span.attributes
-    spent_in = _first_int(
-        attrs,
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.prompt_tokens",
-        "llm.token_count.prompt",
-        "llm.usage.prompt_tokens",
-    )
-    spent_out = _first_int(
-        attrs,
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.completion_tokens",
-        "llm.token_count.completion",
-        "llm.usage.completion_tokens",
-    )
-    return spent_in, spent_out
-
-
-def _first_int(attrs: Attributes, *keys: str) -> int | None:
-    for key in keys:
-        value = attrs.get(key)
-        if value is not None and (number := as_int(value)) is not None:
-            return number
-    return None
-
-
-def models_of(attrs: Attributes, *keys: str) -> tuple[str, ...]:
-    # The response model is what actually ran; the request model is only a wish.
-    model = str_attr(attrs, *keys)
-    return (model,) if model else ()
-
-
-# --- messages ---------------------------------------------------------------------
 
 _ROLE_ALIASES = {"model": "assistant", "ai": "assistant", "human": "user", "function": "tool"}
 _SKIPPED_PART_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking"})
@@ -202,7 +64,7 @@ def _role(value: object, default: str) -> str:
 
 
 def parse_messages(
-    value: AttrValue | object, default_role: str, memo: MessageMemo | None = None
+    value: AttrValue | object, default_role: str, memo: MessageCache | None = None
 ) -> tuple[Message, ...] | None:
     """Messages from a JSON string or an already-structured list (OTLP array/kvlist).
 
@@ -316,11 +178,6 @@ def _content_parts(value: object) -> list[object] | None:
 
 def _looks_like_part(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, dict) and bool(_PART_KEYS & value.keys()))
-
-
-def list_of(value: object) -> list[object]:
-    value = parse_json(value)
-    return value if isinstance(value, list) else []
 
 
 def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:

@@ -1,0 +1,130 @@
+"""Reading OTLP attribute values: text, JSON strings, kvlists and arrays, numbers.
+
+An attribute holds a string, a number, a bool, bytes, or (from an OTLP kvlist
+or array) a mapping or list. Conventions put structured content in either
+form, so these helpers take both: ``parse_json`` parses JSON text and passes
+structured values through; ``text_of`` turns anything into text, structured
+values as compact JSON. Text that is blank is missing (``None``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from sidecar.model import Attributes, AttrValue, Span
+
+
+def text_of(value: AttrValue | object) -> str | None:
+    """Plain text of a value; structured values become compact JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, bytes):
+        return text_of(value.decode("utf-8", errors="replace"))
+    if isinstance(value, dict | list):
+        return compact_json(value)
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return text_of(str(value))
+
+
+def json_text(value: AttrValue | object) -> str | None:
+    """JSON text of tool arguments: strings are kept as recorded."""
+    if isinstance(value, dict | list):
+        return compact_json(value)
+    return text_of(value)
+
+
+# What json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+# would build on every call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def compact_json(value: object) -> str:
+    return _COMPACT.encode(value)
+
+
+def parse_json(value: AttrValue | object) -> object:
+    """Structured form of a value: JSON text is parsed, other values pass through."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[", '"'):
+            try:
+                return json.loads(stripped)
+            except ValueError:
+                return value
+    return value
+
+
+def as_int(value: AttrValue | object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def str_attr(attrs: Attributes, *keys: str) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def indexed(attrs: Mapping[str, AttrValue], prefix: str) -> list[dict[str, AttrValue]]:
+    """Group flattened ``prefix.N.rest`` keys into one mapping per N, in N order."""
+    groups: dict[int, dict[str, AttrValue]] = {}
+    head = prefix + "."
+    for key, value in attrs.items():
+        if not key.startswith(head):
+            continue
+        index, _, rest = key[len(head) :].partition(".")
+        if index.isdigit() and rest:
+            groups.setdefault(int(index), {})[rest] = value
+    return [groups[n] for n in sorted(groups)]
+
+
+def usage(span: Span) -> tuple[int | None, int | None]:
+    """Token usage a span reports, whatever convention named it."""
+    attrs = span.attributes
+    spent_in = _first_int(
+        attrs,
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+        "llm.usage.prompt_tokens",
+    )
+    spent_out = _first_int(
+        attrs,
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+        "llm.usage.completion_tokens",
+    )
+    return spent_in, spent_out
+
+
+def _first_int(attrs: Attributes, *keys: str) -> int | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and (number := as_int(value)) is not None:
+            return number
+    return None
+
+
+def models_of(attrs: Attributes, *keys: str) -> tuple[str, ...]:
+    # The response model is what actually ran; the request model is only a wish.
+    model = str_attr(attrs, *keys)
+    return (model,) if model else ()
+
+
+def list_of(value: object) -> list[object]:
+    value = parse_json(value)
+    return value if isinstance(value, list) else []
