@@ -36,21 +36,15 @@ from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, r
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.decode import decode
-from sidecar.errors import DecodeError, DeliveryError, SourceError
+from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
 from sidecar.evaluate import Case, Screener, plan
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
 from sidecar.judging import judge_case
 from sidecar.model import DecideReason, RecordRef, Trace
 from sidecar.offsets import OffsetTracker
-from sidecar.review import (
-    LabelError,
-    ReviewPolicy,
-    ReviewTracker,
-    parse_label,
-    review_reasons,
-    review_record,
-)
+from sidecar.records import parse_label
+from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.settings import Settings
@@ -376,8 +370,8 @@ class Service:
 
     def apply_label(self, payload: bytes) -> None:
         try:
-            label = parse_label(payload)
-        except LabelError as exc:
+            label = parse_label(payload, self.settings.review.labels_topic)
+        except RecordError as exc:
             log.warning("ignoring malformed label: %s", exc)
             self.metrics.human_labels_unmatched.labels(reason="malformed").inc()
             return

@@ -1,4 +1,18 @@
-"""The ``sidecar`` command line. Exit codes: 0 ok, 1 check/gate/validation failed, 2 usage/config error."""
+"""The ``sidecar`` command line.
+
+Commands return 0 (ok) or 1 (a check, gate or validation failed: a finding)
+and raise for everything else. Errors become exit codes and one line on stderr
+here, and only here (:func:`exit_code`, :func:`report`):
+
+    error class                               exit  why
+    UsageError: ConfigError, RubricError,       2   the user fixes an argument,
+      InputFileError, RecordError                   a setting or a file
+    any other SidecarError (SourceError, ...)   1   the run itself failed
+    KeyboardInterrupt                         130   stopped by Ctrl-C
+
+The line is ``PREFIX: MESSAGE``; ``PREFIX`` is ``sidecar``, or the command's
+own name (``sidecar calibrate``) when its ``register`` sets ``error_prefix``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sidecar import __version__
-from sidecar.errors import ConfigError, RubricError, SidecarError
+from sidecar.errors import SidecarError, UsageError
 
 # Order is the order of `sidecar --help`.
 COMMANDS = ("run", "replay", "demo", "judge", "rubrics", "calibrate", "gate", "compare")
@@ -29,6 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_code(exc: SidecarError) -> int:
+    """The exit code of an error that reached the command line (DESIGN 9)."""
+    match exc:
+        case UsageError():  # ConfigError, RubricError, InputFileError, RecordError
+            return 2
+        case _:  # SourceError, DeliveryError and anything else raised on purpose
+            return 1
+
+
+def report(exc: SidecarError, args: argparse.Namespace) -> int:
+    """Print the one line for ``exc`` and return its exit code."""
+    prefix: str = getattr(args, "error_prefix", "sidecar")
+    print(f"{prefix}: {exc}", file=sys.stderr)
+    return exit_code(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -38,12 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return handler(args)
-    except (ConfigError, RubricError) as exc:
-        print(f"sidecar: {exc}", file=sys.stderr)
-        return 2
     except SidecarError as exc:
-        print(f"sidecar: {exc}", file=sys.stderr)
-        return 1
+        return report(exc, args)
     except KeyboardInterrupt:
         return 130
 

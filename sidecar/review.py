@@ -8,24 +8,25 @@ Routing (a case may have several reasons; it is published once):
 - ``audit``: a deterministic random share of judged cases (hash of the trace
   id with its own salt, so it is independent of the sampling decision).
 
-Labels come back as ``{"trace_id", "criterion", "rater", "label": PASS|FAIL}``
-(``case_id`` is accepted for ``trace_id``). Each is paired with the judge's
-verdict on that case and criterion, remembered in a bounded LRU of reviewed
-cases, or, when the label echoes them, from ``rubric_id``, ``rubric_version``,
-``judge_model`` and ``judge_outcome``. Pairs feed a rolling window per
-(rubric, version, judge model, criterion).
+Labels come back as :class:`~sidecar.records.HumanLabel` records
+(``{"trace_id", "criterion", "rater", "label": PASS|FAIL}``, read by
+:func:`sidecar.records.parse_label` under the one label rule). Each is paired
+with the judge's verdict on that case and criterion (trace ids compared in
+lower case), remembered in a bounded LRU of reviewed cases, or, when the label
+echoes them, from ``rubric_id``, ``rubric_version``, ``judge_model`` and
+``judge_outcome``. Pairs feed a rolling window per (rubric, version, judge
+model, criterion).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from sidecar.calibrate.rolling import AgreementKey, RollingAgreement
 from sidecar.model import Outcome, Transcript
+from sidecar.records import HumanLabel, ReviewRecord
 from sidecar.verdict import Verdict
 
 
@@ -55,86 +56,9 @@ def _audit_fraction(trace_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def transcript_record(t: Transcript) -> dict[str, Any]:
-    return {
-        "agent": t.agent_name,
-        "agent_version": t.agent_version,
-        "user_input": t.user_input,
-        "tool_calls": [
-            {
-                "name": c.name,
-                "call_id": c.call_id,
-                "arguments": c.arguments,
-                "result": c.result,
-                "error": c.error,
-                "untrusted": c.untrusted,
-            }
-            for c in t.tool_calls
-        ],
-        "answer": t.answer,
-        "models": list(t.models),
-        "latency_ms": t.latency_ms,
-    }
-
-
 def review_record(verdict: Verdict, transcript: Transcript, reasons: tuple[str, ...]) -> bytes:
-    record = {
-        "trace_id": verdict.trace_id,
-        "reasons": list(reasons),
-        "verdict": verdict.to_record(),
-        "transcript": transcript_record(transcript),
-    }
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-@dataclass(frozen=True, slots=True)
-class Label:
-    trace_id: str
-    criterion: str
-    rater: str
-    label: Outcome
-    rubric_id: str | None = None
-    rubric_version: str | None = None
-    judge_model: str | None = None
-    judge_outcome: Outcome | None = None
-
-
-class LabelError(ValueError):
-    """A label record is malformed; the message says which field."""
-
-
-def parse_label(payload: bytes) -> Label:
-    try:
-        data = json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LabelError(f"not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise LabelError("expected a JSON object")
-    trace_id = data.get("trace_id") or data.get("case_id")
-    if not isinstance(trace_id, str) or not trace_id:
-        raise LabelError("trace_id (or case_id) is missing")
-    for field_name in ("criterion", "label"):
-        if not isinstance(data.get(field_name), str):
-            raise LabelError(f"{field_name} is missing")
-    if data["label"] not in ("PASS", "FAIL"):
-        raise LabelError(f"label must be PASS or FAIL, not {data['label']!r}")
-    judge_outcome = data.get("judge_outcome")
-    return Label(
-        trace_id=trace_id.lower(),
-        criterion=data["criterion"],
-        rater=str(data.get("rater", "")),
-        label=Outcome(data["label"]),
-        rubric_id=_opt(data.get("rubric_id")),
-        rubric_version=_opt(data.get("rubric_version")),
-        judge_model=_opt(data.get("judge_model")),
-        judge_outcome=Outcome(judge_outcome)
-        if judge_outcome in ("PASS", "FAIL", "ERROR")
-        else None,
-    )
-
-
-def _opt(value: object) -> str | None:
-    return str(value) if value is not None else None
+    """The message for the review topic (:class:`~sidecar.records.ReviewRecord`)."""
+    return ReviewRecord.of(verdict, transcript, reasons).to_json().encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +82,8 @@ class ReviewTracker:
         if len(self._cases) > self._memory:
             self._cases.popitem(last=False)
 
-    def add_label(self, label: Label) -> LabelResult:
-        verdict = self._cases.get(label.trace_id)
+    def add_label(self, label: HumanLabel) -> LabelResult:
+        verdict = self._cases.get(label.case_id.lower())
         key: AgreementKey | None = None
         judge: Outcome | None = None
         if verdict is not None:

@@ -9,18 +9,20 @@ The rule, in order (DESIGN 7):
 Non-gating (advisory) results are reported but never change the outcome.
 SKIPPED criteria (not judged) do not count. Checks and criteria stay in
 separate columns; nothing is averaged.
+
+The record written for each verdict is :class:`sidecar.records.VerdictRecord`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar import __version__
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
+from sidecar.records import VerdictRecord
 
 
 def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
@@ -64,46 +66,12 @@ class Verdict:
     sidecar_version: str = __version__
 
     def to_record(self) -> dict[str, Any]:
-        """The verdict record of DESIGN 7 (one JSON object per line)."""
-        record: dict[str, Any] = {
-            "id": self.id,
-            "trace_id": self.trace_id,
-            "root_span_id": self.root_span_id,
-            "rubric_id": self.rubric_id,
-            "rubric_version": self.rubric_version,
-            "judge_model": self.judge_model,
-            "agent": self.agent,
-            "agent_version": self.agent_version,
-            "outcome": self.outcome.value,
-            "judged": self.judged,
-            "sample_reason": self.sample_reason,
-            "injection_suspected": self.injection_suspected,
-            "review": self.review,
-            "checks": [
-                {"name": c.name, "outcome": c.outcome.value, "gate": c.gate, "detail": c.detail}
-                for c in self.checks
-            ],
-            "criteria": [_criterion_record(c) for c in self.criteria],
-            "truncated": self.truncated,
-            "sidecar_version": self.sidecar_version,
-        }
-        if self.judge_error is not None:
-            record["judge_error"] = self.judge_error
-        if self.raw_output is not None:
-            record["raw_output"] = self.raw_output
-        return record
+        """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""
+        return VerdictRecord.of(self).model_dump(mode="json")
 
     def to_json(self) -> str:
-        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":"))
-
-
-def _criterion_record(c: CriterionResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": c.name, "outcome": c.outcome.value, "gate": c.gate}
-    if c.evidence is not None:
-        out["evidence"] = c.evidence
-    if c.reason is not None:
-        out["reason"] = c.reason
-    return out
+        """The verdict record as one JSON line."""
+        return VerdictRecord.of(self).to_json()
 
 
 def make_verdict(

@@ -1,9 +1,11 @@
-"""sidecar calibrate: parsing, human reference labels, the report, rubric write-back, the command."""
+"""sidecar calibrate: human reference labels, the report, rubric write-back, the command.
+
+Reading the input files is tested in test_calibrate_inputs.py.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import math
 import sys
@@ -12,32 +14,24 @@ from typing import Any
 
 import pytest
 import yaml
-from rich.console import Console
 from sklearn.metrics import cohen_kappa_score
 
 from sidecar import cli
 from sidecar.calibrate.calibrate import (
-    HumanLabel,
-    InputFileError,
     Item,
     Part,
     Resolution,
-    VerdictRow,
     build_items,
     calibrate,
     inter_rater,
-    parse_adjudications,
-    parse_labels,
-    parse_verdicts,
     resolve,
     split_part,
 )
-from sidecar.calibrate.calibrate import ResultRow as R
 from sidecar.calibrate.report import calibration_markdown, confusion_png, image_name
 from sidecar.calibrate.rubric_write import update_rubric_text, write_back
-from sidecar.commands.calibrate import read_lines
 from sidecar.errors import RubricError
 from sidecar.model import Outcome
+from sidecar.records import CriterionRecord, HumanLabel, VerdictRecord
 from sidecar.rubric import parse_rubric
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -63,8 +57,12 @@ def label(case: str, rater: str, value: Outcome, criterion: str = "c") -> HumanL
     return HumanLabel(case_id=case, criterion=criterion, rater=rater, label=value)
 
 
-def verdict(case: str, outcome: Outcome, criterion: str = "c", judge: str = "j") -> VerdictRow:
-    return VerdictRow(
+def R(name: str, outcome: Outcome) -> CriterionRecord:
+    return CriterionRecord(name=name, outcome=outcome)
+
+
+def verdict(case: str, outcome: Outcome, criterion: str = "c", judge: str = "j") -> VerdictRecord:
+    return VerdictRecord(
         id=f"{case}/{judge}",
         trace_id=case,
         rubric_id="r",
@@ -76,113 +74,6 @@ def verdict(case: str, outcome: Outcome, criterion: str = "c", judge: str = "j")
 
 def jsonl(rows: list[dict[str, Any]]) -> list[str]:
     return [json.dumps(row) + "\n" for row in rows]
-
-
-# -- parsing -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("lines", "message"),
-    [
-        pytest.param(["{not json\n"], "labels.jsonl:1: not valid JSON", id="bad-json"),
-        pytest.param(["\n", "[1]\n"], "labels.jsonl:2: expected a JSON object", id="not-object"),
-        pytest.param(
-            ['{"case_id": "a", "criterion": "c", "rater": "x", "label": "MAYBE"}\n'],
-            "labels.jsonl:1: field 'label' must be",
-            id="bad-label",
-        ),
-        pytest.param(
-            ['{"case_id": "a", "criterion": "c", "label": "PASS"}\n'],
-            "labels.jsonl:1: field 'rater'",
-            id="missing-rater",
-        ),
-        pytest.param(
-            [
-                '{"case_id": "a", "criterion": "c", "rater": "x", "label": "PASS"}\n',
-                '{"case_id": "a", "criterion": "c", "rater": "x", "label": "FAIL"}\n',
-            ],
-            "labels.jsonl:2: rater 'x' labelled case 'a' criterion 'c' FAIL here and PASS on line 1",
-            id="rater-contradicts-self",
-        ),
-    ],
-)
-def test_parse_labels_errors_name_the_line(lines: list[str], message: str) -> None:
-    with pytest.raises(InputFileError, match=message):
-        parse_labels(lines, "labels.jsonl")
-
-
-def test_parse_labels_normalises_and_drops_repeats() -> None:
-    lines = jsonl(
-        [
-            {"case_id": "a", "criterion": "c", "rater": "x", "label": "pass"},
-            {"case_id": "a", "criterion": "c", "rater": "x", "label": "PASS"},
-            {"case_id": 7, "criterion": "c", "rater": "y", "label": "FAIL"},
-        ]
-    )
-    got = parse_labels(lines, "f")
-    assert [(h.case_id, h.rater, h.label) for h in got] == [("a", "x", P), ("7", "y", F)]
-
-
-def test_parse_adjudications_conflict() -> None:
-    lines = jsonl(
-        [
-            {"case_id": "a", "criterion": "c", "label": "PASS"},
-            {"case_id": "a", "criterion": "c", "label": "FAIL"},
-        ]
-    )
-    with pytest.raises(InputFileError, match="adj:2: case 'a' criterion 'c' adjudicated FAIL"):
-        parse_adjudications(lines, "adj")
-
-
-@pytest.mark.parametrize(
-    ("record", "message"),
-    [
-        pytest.param({"rubric_id": "r"}, "v:1: field 'trace_id'", id="no-trace-id"),
-        pytest.param(
-            {
-                "trace_id": "t",
-                "rubric_id": "r",
-                "rubric_version": "1",
-                "judge_model": "j",
-                "criteria": {},
-            },
-            "v:1: field 'criteria' must be a list",
-            id="criteria-not-list",
-        ),
-        pytest.param(
-            {
-                "trace_id": "t",
-                "rubric_id": "r",
-                "rubric_version": "1",
-                "judge_model": "j",
-                "criteria": [{"name": "c", "outcome": "MAYBE"}],
-            },
-            "v:1: criteria.0: outcome must be PASS, FAIL, ERROR or SKIPPED",
-            id="bad-outcome",
-        ),
-    ],
-)
-def test_parse_verdicts_errors(record: dict[str, Any], message: str) -> None:
-    with pytest.raises(InputFileError, match=message):
-        parse_verdicts(jsonl([record]), "v")
-
-
-def test_parse_verdicts_reads_a_verdict_record() -> None:
-    record = {
-        "id": "abc",
-        "trace_id": "t1",
-        "root_span_id": "s",
-        "rubric_id": "refund-support",
-        "rubric_version": "3",
-        "judge_model": "gemini-2.5-flash",
-        "outcome": "unacceptable",
-        "checks": [{"name": "allowed_tools", "outcome": "FAIL", "gate": True, "detail": "x"}],
-        "criteria": [{"name": "correct_amount", "outcome": "PASS", "gate": False, "evidence": "e"}],
-    }
-    (row,) = parse_verdicts(jsonl([record]), "v")
-    assert row.id == "abc"
-    assert row.checks == (R("allowed_tools", F, True),)
-    assert row.criteria == (R("correct_amount", P, False),)
 
 
 # -- reference labels and inter-rater agreement ------------------------------
@@ -327,7 +218,7 @@ def test_calibrate_counts_errors_and_unresolved() -> None:
     ],
 )
 def test_calibrate_degenerate_rows_have_no_nan(
-    labels: list[HumanLabel], verdicts: list[VerdictRow], note: str
+    labels: list[HumanLabel], verdicts: list[VerdictRecord], note: str
 ) -> None:
     report = calibrate(labels, verdicts)
     (row,) = report.rows
@@ -379,7 +270,7 @@ def test_split_warns_when_held_out_part_is_empty() -> None:
     assert any("held-out part is empty" in w for w in report.warnings)
 
 
-def _llmbar(name: str) -> tuple[list[HumanLabel], list[VerdictRow]]:
+def _llmbar(name: str) -> tuple[list[HumanLabel], list[VerdictRecord]]:
     path = DATA / name
     if not path.is_file():
         pytest.skip(
@@ -544,7 +435,7 @@ def test_write_back_selects_the_rubric_rows() -> None:
     good = [P, F, P, F]
     bad = [F, P, P, F]
     verdicts = [
-        VerdictRow(
+        VerdictRecord(
             id=f"c{i}",
             trace_id=f"c{i}",
             rubric_id="refund-support",
@@ -736,22 +627,3 @@ def test_command_usage_errors(
     code = cli.main(["calibrate", "--labels", str(labels), "--verdicts", str(verdicts), *extra])
     assert code == 2
     assert message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    ("terminal", "progress_bytes", "shown"),
-    [
-        pytest.param(True, 0, True, id="large-file-on-terminal"),
-        pytest.param(True, 10**9, False, id="small-file"),
-        pytest.param(False, 0, False, id="not-a-terminal"),
-    ],
-)
-def test_read_lines_progress_bar(
-    tmp_path: Path, terminal: bool, progress_bytes: int, shown: bool
-) -> None:
-    path = tmp_path / "labels.jsonl"
-    path.write_text("a\nb\n", encoding="utf-8")
-    screen = io.StringIO()
-    console = Console(file=screen, force_terminal=terminal, width=80)
-    assert read_lines(path, console, progress_bytes) == ["a\n", "b\n"]
-    assert ("reading labels.jsonl" in screen.getvalue()) is shown

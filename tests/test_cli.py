@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar import __version__
-from sidecar.cli import COMMANDS, main
+from sidecar import __version__, errors
+from sidecar.cli import COMMANDS, exit_code, main
 from sidecar.commands.demo import demo_data
 from sidecar.rubric import load_rubrics
 
@@ -65,6 +65,44 @@ def test_usage_errors_exit_2(
     assert code == 2
     assert out == ""
     assert message in err
+
+
+def _error_classes(base: type[errors.SidecarError]) -> list[type[errors.SidecarError]]:
+    return [base, *(c for sub in base.__subclasses__() for c in _error_classes(sub))]
+
+
+ERROR_CLASSES = _error_classes(errors.SidecarError)
+
+
+# Every class of the errors tree with the exit code it must map to (DESIGN 9).
+EXIT_CODES: list[tuple[errors.SidecarError, int]] = [
+    (errors.UsageError("x"), 2),
+    (errors.ConfigError("x"), 2),
+    (errors.RubricError("x"), 2),
+    (errors.InputFileError("x"), 2),
+    (errors.RecordError("x"), 2),
+    (errors.SourceError("x"), 1),
+    (errors.DeliveryError("x"), 1),
+    (errors.DecodeError("r", "x"), 1),
+    (errors.JudgeError("r", "x"), 1),
+    (errors.JudgeUnavailable("r", "x"), 1),
+    (errors.SidecarError("x"), 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "code"), [pytest.param(e, c, id=type(e).__name__) for e, c in EXIT_CODES]
+)
+def test_exit_code_table(error: errors.SidecarError, code: int) -> None:
+    assert exit_code(error) == code
+
+
+def test_every_error_class_is_drawn_in_the_tree_and_has_an_exit_code() -> None:
+    tree = errors.__doc__ or ""
+    for cls in ERROR_CLASSES:
+        assert cls.__module__ == "sidecar.errors"
+        assert f" {cls.__name__} " in tree, f"{cls.__name__} is missing from the errors docstring"
+    assert {type(e) for e, _ in EXIT_CODES} == set(ERROR_CLASSES)
 
 
 # --- rubrics check ----------------------------------------------------------------------

@@ -10,9 +10,9 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from sidecar import cli
-from sidecar.calibrate.calibrate import ResultRow, VerdictRow
 from sidecar.calibrate.gate import GatePolicy, evaluate_gate
 from sidecar.model import Outcome
+from sidecar.records import CheckRecord, CriterionRecord, VerdictRecord
 
 P, F, E, S = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
 
@@ -20,17 +20,17 @@ P, F, E, S = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
 def run(
     criteria: list[list[tuple[str, Outcome, bool]]],
     checks: list[list[tuple[str, Outcome, bool]]] | None = None,
-) -> list[VerdictRow]:
+) -> list[VerdictRecord]:
     checks = checks or [[] for _ in criteria]
     return [
-        VerdictRow(
+        VerdictRecord(
             id=f"v{i}",
             trace_id=f"t{i}",
             rubric_id="refund",
             rubric_version="3",
             judge_model="j",
-            criteria=tuple(ResultRow(*c) for c in crit),
-            checks=tuple(ResultRow(*c) for c in chk),
+            criteria=tuple(CriterionRecord(name=n, outcome=o, gate=g) for n, o, g in crit),
+            checks=tuple(CheckRecord(name=n, outcome=o, gate=g) for n, o, g in chk),
         )
         for i, (crit, chk) in enumerate(zip(criteria, checks, strict=True))
     ]
@@ -105,7 +105,7 @@ def outcomes(
     ],
 )
 def test_evaluate_gate(
-    verdicts: list[VerdictRow], policy: GatePolicy, passed: bool, reason: str | None
+    verdicts: list[VerdictRecord], policy: GatePolicy, passed: bool, reason: str | None
 ) -> None:
     report = evaluate_gate(verdicts, policy)
     assert report.passed is passed

@@ -1,4 +1,7 @@
-"""Review routing and the label -> agreement path (pure parts of the human review loop)."""
+"""Review routing and the label -> agreement path (pure parts of the human review loop).
+
+The label record and its rule are tested in test_records.py.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +11,8 @@ import pytest
 
 from sidecar.calibrate.rolling import AgreementKey
 from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.review import (
-    LabelError,
-    ReviewPolicy,
-    ReviewTracker,
-    parse_label,
-    review_reasons,
-    review_record,
-)
+from sidecar.records import parse_label
+from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.verdict import Verdict, make_verdict
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -78,23 +75,6 @@ def test_review_record_carries_transcript_verdict_and_reasons() -> None:
     assert record["transcript"]["answer"] == "ok"
 
 
-@pytest.mark.parametrize(
-    ("payload", "message"),
-    [
-        pytest.param(b"{bad", "not JSON", id="not-json"),
-        pytest.param(b"[1]", "JSON object", id="not-object"),
-        pytest.param(b'{"criterion": "c0", "label": "PASS"}', "trace_id", id="no-trace"),
-        pytest.param(b'{"trace_id": "a", "label": "PASS"}', "criterion", id="no-criterion"),
-        pytest.param(
-            b'{"trace_id": "a", "criterion": "c0", "label": "YES"}', "PASS or FAIL", id="bad-label"
-        ),
-    ],
-)
-def test_malformed_labels_say_what_is_wrong(payload: bytes, message: str) -> None:
-    with pytest.raises(LabelError, match=message):
-        parse_label(payload)
-
-
 def test_labels_pair_with_remembered_verdicts_and_move_agreement() -> None:
     tracker = ReviewTracker(window=4)
     key = AgreementKey("refund", "2", "gemini-2.5-flash", "c0")
@@ -133,3 +113,10 @@ def test_unknown_case_uses_echoed_judge_fields_or_counts_unmatched() -> None:
     result = tracker.add_label(parse_label(json.dumps(bare).encode()))
     assert result.key is None
     assert tracker.unmatched == 1
+
+
+def test_labels_match_trace_ids_in_any_letter_case() -> None:
+    tracker = ReviewTracker()
+    tracker.remember(verdict(Outcome.PASS))
+    label = {"trace_id": TRACE.upper(), "criterion": "c0", "label": "PASS"}
+    assert tracker.add_label(parse_label(json.dumps(label).encode())).counted

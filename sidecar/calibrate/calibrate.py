@@ -1,7 +1,6 @@
 """Judge against people: per-criterion agreement from human labels and verdict records.
 
-Inputs are JSON lines, parsed here from already-read lines (the command opens
-the files):
+Inputs (read by :mod:`sidecar.calibrate.inputs`):
 
 - human labels ``{"case_id", "criterion", "rater", "label": "PASS"|"FAIL"}``;
 - an optional adjudication file ``{"case_id", "criterion", "label"}`` that
@@ -38,192 +37,20 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
-import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.calibrate.inputs import dedupe
 from sidecar.calibrate.stats import Confusion
-from sidecar.errors import SidecarError
 from sidecar.model import Outcome
+from sidecar.records import HumanLabel, VerdictRecord
 
 DEFAULT_KAPPA_THRESHOLD = 0.4
 DEFAULT_HELD_OUT_SHARE = 0.5
 # Below this many items a kappa is noise; the report says so (it still decides).
 SMALL_SAMPLE = 30
-
-
-class InputFileError(SidecarError):
-    """An input file is unreadable or a line is malformed; the message names file and line."""
-
-
-# -- parsing -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HumanLabel:
-    case_id: str
-    criterion: str
-    rater: str
-    label: Outcome  # PASS or FAIL
-    line: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ResultRow:
-    """One check or criterion result of a verdict record."""
-
-    name: str
-    outcome: Outcome
-    gate: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictRow:
-    """The parts of a verdict record that calibration and the gate read."""
-
-    id: str
-    trace_id: str
-    rubric_id: str
-    rubric_version: str
-    judge_model: str
-    criteria: tuple[ResultRow, ...] = ()
-    checks: tuple[ResultRow, ...] = ()
-    line: int = 0
-
-
-def _json_objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{source}:{number}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(value, dict):
-            raise InputFileError(f"{source}:{number}: expected a JSON object")
-        yield number, value
-
-
-def _text(obj: Mapping[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    # Ids may come as numbers from hand-made files; anything else is a mistake.
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise InputFileError(f"{where}: field {key!r} must be a non-empty string")
-    text = str(value)
-    if not text:
-        raise InputFileError(f"{where}: field {key!r} must be a non-empty string")
-    return text
-
-
-def _binary(obj: Mapping[str, Any], where: str) -> Outcome:
-    value = obj.get("label")
-    if isinstance(value, str) and value.upper() in ("PASS", "FAIL"):
-        return Outcome(value.upper())
-    raise InputFileError(f'{where}: field \'label\' must be "PASS" or "FAIL", got {value!r}')
-
-
-def parse_labels(lines: Iterable[str], source: str) -> list[HumanLabel]:
-    """Human label lines; a rater giving two different labels to one item is an error."""
-    seen: dict[tuple[str, str, str], HumanLabel] = {}
-    for number, obj in _json_objects(lines, source):
-        where = f"{source}:{number}"
-        label = HumanLabel(
-            case_id=_text(obj, "case_id", where),
-            criterion=_text(obj, "criterion", where),
-            rater=_text(obj, "rater", where),
-            label=_binary(obj, where),
-            line=number,
-        )
-        key = (label.case_id, label.criterion, label.rater)
-        earlier = seen.get(key)
-        if earlier is not None and earlier.label != label.label:
-            raise InputFileError(
-                f"{where}: rater {label.rater!r} labelled case {label.case_id!r} criterion "
-                f"{label.criterion!r} {label.label} here and {earlier.label} on line {earlier.line}"
-            )
-        seen.setdefault(key, label)
-    return list(seen.values())
-
-
-def parse_adjudications(lines: Iterable[str], source: str) -> dict[tuple[str, str], Outcome]:
-    """Adjudication lines, keyed by (case id, criterion)."""
-    out: dict[tuple[str, str], Outcome] = {}
-    first_line: dict[tuple[str, str], int] = {}
-    for number, obj in _json_objects(lines, source):
-        where = f"{source}:{number}"
-        key = (_text(obj, "case_id", where), _text(obj, "criterion", where))
-        label = _binary(obj, where)
-        if key in out and out[key] != label:
-            raise InputFileError(
-                f"{where}: case {key[0]!r} criterion {key[1]!r} adjudicated {label} here and "
-                f"{out[key]} on line {first_line[key]}"
-            )
-        out[key] = label
-        first_line.setdefault(key, number)
-    return out
-
-
-def _results(obj: Mapping[str, Any], key: str, where: str) -> tuple[ResultRow, ...]:
-    items = obj.get(key, [])
-    if not isinstance(items, list):
-        raise InputFileError(f"{where}: field {key!r} must be a list")
-    rows: list[ResultRow] = []
-    for index, item in enumerate(items):
-        at = f"{where}: {key}.{index}"
-        if not isinstance(item, dict):
-            raise InputFileError(f"{at}: expected an object")
-        outcome = item.get("outcome")
-        if not isinstance(outcome, str) or outcome not in Outcome.__members__:
-            raise InputFileError(
-                f"{at}: outcome must be PASS, FAIL, ERROR or SKIPPED, got {outcome!r}"
-            )
-        gate = item.get("gate", True)
-        if not isinstance(gate, bool):
-            raise InputFileError(f"{at}: gate must be true or false")
-        rows.append(ResultRow(name=_text(item, "name", at), outcome=Outcome(outcome), gate=gate))
-    return tuple(rows)
-
-
-def parse_verdicts(lines: Iterable[str], source: str) -> list[VerdictRow]:
-    """Verdict record lines (the output of ``sidecar replay``)."""
-    rows: list[VerdictRow] = []
-    for number, obj in _json_objects(lines, source):
-        where = f"{source}:{number}"
-        trace_id = _text(obj, "trace_id", where)
-        rubric_id = _text(obj, "rubric_id", where)
-        rubric_version = _text(obj, "rubric_version", where)
-        judge_model = _text(obj, "judge_model", where)
-        record_id = obj.get("id")
-        rows.append(
-            VerdictRow(
-                # Hand-made files may lack the idempotency key; this stands in for it.
-                id=str(record_id)
-                if record_id
-                else f"{trace_id}/{rubric_id}/{rubric_version}/{judge_model}",
-                trace_id=trace_id,
-                rubric_id=rubric_id,
-                rubric_version=rubric_version,
-                judge_model=judge_model,
-                criteria=_results(obj, "criteria", where),
-                checks=_results(obj, "checks", where),
-                line=number,
-            )
-        )
-    return rows
-
-
-def dedupe(verdicts: Sequence[VerdictRow]) -> tuple[list[VerdictRow], int]:
-    """Keep the first record per idempotency key; at-least-once delivery repeats records."""
-    seen: set[str] = set()
-    kept: list[VerdictRow] = []
-    for verdict in verdicts:
-        if verdict.id in seen:
-            continue
-        seen.add(verdict.id)
-        kept.append(verdict)
-    return kept, len(verdicts) - len(kept)
 
 
 # -- human reference labels --------------------------------------------------
@@ -280,7 +107,8 @@ def build_items(
     adjudications = adjudications or {}
     grouped: dict[tuple[str, str], dict[str, Outcome]] = defaultdict(dict)
     for label in labels:
-        grouped[(label.case_id, label.criterion)][label.rater] = label.label
+        # Calibration files name the rater (inputs.parse_labels); an unnamed one counts as one rater.
+        grouped[(label.case_id, label.criterion)][label.rater or ""] = label.label
     for key in adjudications:
         grouped.setdefault(key, {})
     items: list[Item] = []
@@ -542,7 +370,7 @@ def _row(
 
 def calibrate(
     labels: Iterable[HumanLabel],
-    verdicts: Sequence[VerdictRow],
+    verdicts: Sequence[VerdictRecord],
     adjudications: Mapping[tuple[str, str], Outcome] | None = None,
     *,
     kappa_threshold: float = DEFAULT_KAPPA_THRESHOLD,

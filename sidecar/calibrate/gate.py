@@ -24,9 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidecar.calibrate.calibrate import ResultRow, VerdictRow, dedupe
+from sidecar.calibrate.inputs import dedupe
 from sidecar.calibrate.stats import wilson_interval, z_score
 from sidecar.model import Outcome
+from sidecar.records import CheckRecord, CriterionRecord, VerdictRecord
 
 DEFAULT_MIN_LOWER_BOUND = 0.8
 DEFAULT_MAX_ERROR_RATE = 0.03
@@ -165,7 +166,9 @@ class GateReport:
         }
 
 
-def _tallies(results: Iterable[tuple[str, ResultRow]]) -> dict[tuple[str, str], tuple[Tally, bool]]:
+def _tallies(
+    results: Iterable[tuple[str, CheckRecord | CriterionRecord]],
+) -> dict[tuple[str, str], tuple[Tally, bool]]:
     out: dict[tuple[str, str], tuple[Tally, bool]] = defaultdict(lambda: (Tally(), False))
     for rubric_id, row in results:
         tally, gate = out[(rubric_id, row.name)]
@@ -197,7 +200,9 @@ def _criterion(
     )
 
 
-def evaluate_gate(verdicts: Sequence[VerdictRow], policy: GatePolicy | None = None) -> GateReport:
+def evaluate_gate(
+    verdicts: Sequence[VerdictRecord], policy: GatePolicy | None = None
+) -> GateReport:
     """Decide the release gate for one evaluation run."""
     policy = policy or GatePolicy()
     unique, duplicates = dedupe(verdicts)

@@ -32,16 +32,15 @@ import os
 import random
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from sidecar.adapters.judge_backends import make_backend
-from sidecar.calibrate.calibrate import InputFileError
 from sidecar.calibrate.compare import CompareReport, Pair, PairOutcome, compare
 from sidecar.calibrate.report import fmt
-from sidecar.commands.calibrate import consoles, read_lines
-from sidecar.errors import ConfigError, JudgeUnavailable
+from sidecar.commands._io import consoles, read_lines, write_output
+from sidecar.errors import InputFileError, JudgeUnavailable, UsageError
 from sidecar.judge.limits import Backoff
 from sidecar.judge.pairwise import (
     DEFAULT_INSTRUCTIONS,
@@ -52,6 +51,7 @@ from sidecar.judge.pairwise import (
 )
 from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import BLOCKED, RETRIABLE, TRUNCATED, Backend, BackendReply
+from sidecar.records import parse_pairs
 from sidecar.settings import load_settings
 from sidecar.wiring import judge_configured, judge_credentials_hint
 
@@ -100,38 +100,7 @@ def register(subparsers: Any) -> None:
         metavar="Z",
         help="confidence of the Wilson interval on the win rate (default 0.95)",
     )
-    parser.set_defaults(handler=run)
-
-
-def parse_pairs(lines: Iterable[str], source: str) -> list[Pair]:
-    """Pairs from JSON lines; blank lines are skipped, anything else malformed is an error."""
-    pairs: list[Pair] = []
-    seen: set[str] = set()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise InputFileError(f"{where}: not JSON: {exc}") from exc
-        if not isinstance(item, dict):
-            raise InputFileError(f"{where}: expected a JSON object")
-        case_id = item.get("id")
-        if isinstance(case_id, int) and not isinstance(case_id, bool):
-            case_id = str(case_id)
-        if not isinstance(case_id, str) or not case_id:
-            raise InputFileError(f'{where}: "id" must be a non-empty string')
-        for key in ("prompt", "candidate", "baseline"):
-            if not isinstance(item.get(key), str):
-                raise InputFileError(f'{where}: "{key}" must be a string')
-        if case_id in seen:
-            raise InputFileError(f"{where}: duplicate id {case_id!r}")
-        seen.add(case_id)
-        pairs.append(Pair(case_id, item["prompt"], item["candidate"], item["baseline"]))
-    if not pairs:
-        raise InputFileError(f"{source}: no pairs")
-    return pairs
+    parser.set_defaults(handler=run, error_prefix=parser.prog)
 
 
 class PairJudge:
@@ -293,18 +262,6 @@ async def _judge_all(
         await backend.aclose()
 
 
-def _write(path: str, text: str, stdout: TextIO) -> None:
-    if path == "-":
-        stdout.write(text)
-        return
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputFileError(f"{target}: cannot write: {exc.strerror or exc}") from exc
-
-
 def _fail(message: object) -> int:
     print(f"sidecar compare: {message}", file=sys.stderr)
     return 2
@@ -325,9 +282,10 @@ def run(
         if not 0.0 < args.confidence < 1.0:
             raise ValueError(f"--confidence must be between 0 and 1, got {args.confidence}")
         instructions = _instructions(args)
-        pairs = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
+        records = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
+        pairs = [Pair(r.id, r.prompt, r.candidate, r.baseline) for r in records]
         settings = load_settings(args.config).judge
-    except (InputFileError, ConfigError, ValueError) as exc:
+    except (UsageError, ValueError) as exc:
         return _fail(exc)
     if not judge_configured(settings, environ):
         return _fail(judge_credentials_hint())
@@ -359,7 +317,7 @@ def run(
         document = json_document(report, args, instructions, judge_pair.errors, suspected)
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         try:
-            _write(args.json_out, text, sys.stdout)
+            write_output(args.json_out, text, sys.stdout)
         except InputFileError as exc:
             return _fail(exc)
     return 0

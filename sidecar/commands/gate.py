@@ -1,7 +1,8 @@
 """``sidecar gate``: pass or fail a release on the verdict records of an evaluation run.
 
-Exit 0 when the gate passes, 1 when it fails (the reasons are printed), 2 on a
-usage error. ``--json`` prints the machine-readable result for CI.
+Exit 0 when the gate passes, 1 when it fails (the reasons are printed); errors
+are raised and the command line reports them as ``sidecar gate: ...`` with exit
+code 2. ``--json`` prints the machine-readable result for CI.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.calibrate.calibrate import InputFileError, parse_verdicts
 from sidecar.calibrate.gate import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MAX_ERROR_RATE,
@@ -20,8 +20,10 @@ from sidecar.calibrate.gate import (
     GatePolicy,
     evaluate_gate,
 )
+from sidecar.calibrate.inputs import parse_verdicts
 from sidecar.calibrate.report import print_gate
-from sidecar.commands.calibrate import consoles, read_lines
+from sidecar.commands._io import consoles, read_lines
+from sidecar.errors import InputFileError, UsageError
 
 
 def _criterion_min(text: str) -> tuple[str, float]:
@@ -76,15 +78,15 @@ def register(subparsers: Any) -> None:
         help=f"confidence of the Wilson bound (default {DEFAULT_CONFIDENCE})",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, error_prefix=parser.prog)
 
 
 def run(args: argparse.Namespace) -> int:
     out, err = consoles()
+    verdicts = parse_verdicts(read_lines(args.verdicts, err), str(args.verdicts))
+    if not verdicts:
+        raise InputFileError(f"{args.verdicts}: no verdict records")
     try:
-        verdicts = parse_verdicts(read_lines(args.verdicts, err), str(args.verdicts))
-        if not verdicts:
-            raise InputFileError(f"{args.verdicts}: no verdict records")
         policy = GatePolicy(
             min_lower_bound=args.min_lower_bound,
             max_error_rate=args.max_error_rate,
@@ -92,9 +94,8 @@ def run(args: argparse.Namespace) -> int:
             criterion_min=dict(args.criterion_min),
         )
         report = evaluate_gate(verdicts, policy)
-    except (InputFileError, ValueError) as exc:
-        print(f"sidecar gate: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:

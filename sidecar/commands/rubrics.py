@@ -1,4 +1,9 @@
-"""``sidecar rubrics check DIR``: validate rubric files."""
+"""``sidecar rubrics check DIR``: validate rubric files.
+
+An invalid rubric is the finding of this command, not an error: it is printed
+as is and the exit code is 1. A path that is not a directory is a usage error
+(exit code 2).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.errors import RubricError
+from sidecar.errors import RubricError, UsageError
 from sidecar.rubric import load_rubrics
 
 
@@ -21,9 +26,7 @@ def register(sub: Any) -> None:
 
 def handle_check(args: argparse.Namespace) -> int:
     if not args.directory.is_dir():
-        # A wrong path is a usage error (2), not a failed validation (1).
-        print(f"sidecar: {args.directory}: not a directory of rubric files", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.directory}: not a directory of rubric files")
     try:
         rubrics = load_rubrics(args.directory)
     except RubricError as exc:
