@@ -28,12 +28,11 @@ from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.decode import decode
 from sidecar.errors import DecodeError, SourceError
-from sidecar.evaluate import Case, Screener, plan
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.judging import judge_case
 from sidecar.model import DecideReason, RecordRef, Trace
 from sidecar.offsets import OffsetTracker
+from sidecar.pipeline import Case, judge_cases, plan
 from sidecar.review import (
     LabelError,
     ReviewPolicy,
@@ -53,7 +52,7 @@ Clock = Callable[[], float]
 
 
 class Service:
-    """One sidecar replica. Seams (judge, screener, clock, spans, metrics) are parameters."""
+    """One sidecar replica. Seams (judge, clock, spans, metrics) are parameters."""
 
     def __init__(
         self,
@@ -63,7 +62,6 @@ class Service:
         metrics: Metrics,
         spans: VerdictSpans,
         judge: Judge | None = None,
-        screener: Screener | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -71,7 +69,6 @@ class Service:
         self.metrics = metrics
         self.spans = spans
         self.judge = judge
-        self.screener = screener
         self.clock = clock
         a = settings.assembler
         self.assembler = Assembler(
@@ -224,20 +221,17 @@ class Service:
 
     async def _finish(self, trace: Trace, token: int) -> None:
         try:
-            _, cases = plan(
-                trace, self.rubrics, self.sampler, self.clock(), self.screener or _no_screen
-            )
-            verdicts: list[tuple[Case, Verdict]] = []
+            _, cases = plan(trace, self.rubrics, self.sampler, self.clock())
             for case in cases:
                 record_sampling(
                     self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
                 )
-                if case.injection_suspected:
+                if case.screening.suspected:
                     self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
                 if case.sample.judge:
                     self._self_preference(case)
-                verdicts.append((case, await judge_case(case, self.judge)))
-            for case, verdict in verdicts:
+            verdicts = await judge_cases(cases, self.judge)
+            for case, verdict in zip(cases, verdicts, strict=True):
                 await self._emit(verdict)
                 await self._route_review(case, verdict)
         except asyncio.CancelledError:
@@ -393,7 +387,3 @@ class Service:
         self.metrics.open_traces.set(self.assembler.open_traces)
         for partition, lag in self.source.lag(self.offsets.next_offsets()).items():
             self.metrics.consumer_lag.labels(partition=str(partition)).set(lag)
-
-
-def _no_screen(_rubric: Rubric, _transcript: object) -> bool:
-    return False
