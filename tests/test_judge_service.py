@@ -20,6 +20,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.errors import JudgeUnavailable
 from sidecar.judge import JudgeResult, Screening, screen_case
 from sidecar.judge.config import JudgeSettings
+from sidecar.judge.pairwise import Choice, PairwiseAnswer, build_pairwise_request
 from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import Backend, BackendReply, JudgeService, model_family, same_family
 from sidecar.model import Outcome, Transcript
@@ -588,6 +589,127 @@ async def test_tokens_per_minute_charges_real_usage() -> None:
         await judge_screened(service, make_rubric(), make_transcript(trace_id=f"{i:032x}"))
     assert backend.calls == 4
     assert clock.sleeps == []
+
+
+# --- pairwise requests: the same guarded call --------------------------------------------
+
+
+def pair_request() -> JudgeRequest:
+    return build_pairwise_request("When is my refund due?", "On 3 May.", "Soon.")
+
+
+def pair_answer(winner: str, **kwargs: Any) -> Reply:
+    return gemini_json({"evidence": "A names the date.", "winner": winner}, **kwargs)
+
+
+async def test_judge_pair_is_counted_like_a_case(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(pair_answer("A", prompt_tokens=300, output_tokens=20))
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.A, "A names the date.")
+        [sent] = judge_server.requests
+        assert sent.path == f"/v1beta/models/{JUDGE_MODEL}:generateContent"
+        assert sent.body["generationConfig"]["responseSchema"]["required"] == [
+            "evidence",
+            "winner",
+        ]
+        duration = "sidecar_judge_request_duration_seconds_count"
+        assert rig.value(duration, judge_model=JUDGE_MODEL) == 1
+        tokens = "sidecar_judge_tokens_total"
+        assert rig.value(tokens, judge_model=JUDGE_MODEL, kind="input") == 300
+        assert rig.value(tokens, judge_model=JUDGE_MODEL, kind="output") == 20
+        cost = rig.value("sidecar_judge_cost_usd_total", judge_model=JUDGE_MODEL)
+        assert cost == pytest.approx((300 * 0.30 + 20 * 2.50) / 1e6)
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
+        # Each order is asked afresh: pairwise requests do not use the verdict cache.
+        assert rig.value("sidecar_verdict_cache_requests_total", result="miss") == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        pytest.param(pair_answer("C"), "bad_winner", id="bad-winner"),
+        pytest.param(gemini_text("A is better."), "non_json", id="non-json"),
+        pytest.param(gemini_blocked(), "blocked", id="blocked"),
+        pytest.param(
+            gemini_text('{"evidence": "x", "win', finish_reason="MAX_TOKENS"),
+            "truncated",
+            id="truncated",
+        ),
+    ],
+)
+async def test_judge_pair_failed_answers(
+    judge_server: JudgeServer, reply: Reply, reason: str
+) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(reply)
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.ERROR, reason=reason)
+        assert rig.errors(reason) == 1
+        # The model answered: nothing retried, the breaker not charged.
+        assert len(judge_server.requests) == 1
+        assert rig.service.available()
+
+
+async def test_judge_pair_failures_open_the_breaker(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(status(500), status(500), status(500))
+        first = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert first == PairwiseAnswer(Choice.ERROR, reason="http_5xx")
+        assert len(judge_server.requests) == 3  # max_attempts, backing off in between
+        assert rig.clock.sleeps == [pytest.approx(0.005), pytest.approx(0.01)]
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 1
+        assert (
+            rig.value("sidecar_judge_request_duration_seconds_count", judge_model=JUDGE_MODEL) == 3
+        )
+
+        # Open: pairwise and graded requests alike fail fast, without an HTTP call.
+        second = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert second == PairwiseAnswer(Choice.ERROR, reason="breaker_open")
+        graded = await judge_screened(rig.service, make_rubric(), make_transcript())
+        assert graded.error_reason == "judge_unavailable"
+        assert len(judge_server.requests) == 3
+        assert (rig.errors("http_5xx"), rig.errors("breaker_open")) == (1, 2)
+
+        rig.clock.advance(30.0)
+        judge_server.script(pair_answer("TIE"))
+        third = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert third.winner is Choice.TIE
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
+
+
+async def test_judge_pair_never_raises_under_pause(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server, on_judge_unavailable="pause", max_attempts=1) as rig:
+        judge_server.script(status(400))
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.ERROR, reason="http_4xx")
+
+
+class PairBackend(GatedBackend):
+    """Answers every request as a pairwise judge would (winner A) once ``gate`` is set."""
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply:
+        await super().generate(model, request)
+        return BackendReply(json.dumps({"evidence": "x", "winner": "A"}), "STOP", 100, 10)
+
+
+async def test_pairwise_and_graded_requests_share_slots_and_rate_limits() -> None:
+    backend = PairBackend()
+    clock = FakeClock()
+    service = _service(backend, clock, concurrency=1, requests_per_minute=2)
+    graded = asyncio.create_task(judge_screened(service, make_rubric(), make_transcript()))
+    pair = asyncio.create_task(service.judge_pair(JUDGE_MODEL, pair_request()))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert (backend.calls, backend.in_flight) == (1, 1)  # one slot for both kinds
+    backend.gate.set()
+    await asyncio.gather(graded, pair)
+    assert backend.most_in_flight == 1
+    assert clock.sleeps == []
+    # The two calls used the minute's two requests: a third waits for the bucket.
+    third = await service.judge_pair(JUDGE_MODEL, pair_request())
+    assert third.winner is Choice.A
+    assert clock.sleeps == [pytest.approx(30.0)]
 
 
 # --- self-preference -------------------------------------------------------------------

@@ -5,7 +5,9 @@ Entry points, all through the same guarded call:
 - :meth:`JudgeService.judge`: one case (rubric, transcript and the case's
   precomputed :class:`~sidecar.judge.screen.Screening`);
 - :meth:`JudgeService.judge_request`: the same for a request built already
-  (``sidecar judge`` prints it first).
+  (``sidecar judge`` prints it first);
+- :meth:`JudgeService.judge_pair`: one pairwise request of
+  :mod:`sidecar.judge.pairwise` (``sidecar compare``).
 
 Order of work for one case (each step may end it)::
 
@@ -20,7 +22,8 @@ sampling, and the injection policy applies that screening.
 A judge that cannot be reached ends as ``on_judge_unavailable`` says:
 ``error`` returns ERROR for every criterion with reason ``judge_unavailable``;
 ``pause`` raises ``JudgeUnavailable`` so the pipeline stops consuming, waits
-on :meth:`JudgeService.wait_available` and submits the case again.
+on :meth:`JudgeService.wait_available` and submits the case again. A pairwise
+request never raises: its order becomes ERROR with the failure's reason.
 
 Retries happen only for the reasons in ``RETRIABLE``; every failed HTTP call
 counts against the model's circuit breaker, every answered one resets it.
@@ -41,6 +44,7 @@ from sidecar.judge import JudgeResult, all_error, apply_injection_policy, parse_
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
 from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
+from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.screen import Screening
 from sidecar.model import CriterionResult, Outcome, Transcript
@@ -242,6 +246,30 @@ class JudgeService:
         if self._cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
             self._cache.put(request.cache_key, _Cached(criteria, reply.text))
         return self._verdicts(rubric, request, screening, criteria, reply.text, reply=reply)
+
+    async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
+        """Send a request of ``build_pairwise_request``; every failure is an ERROR answer.
+
+        Same slots, limits, retries, breaker and metrics as a graded case; no
+        cache (each order is asked afresh) and no injection policy (``sidecar
+        compare`` lists suspected pairs and keeps their verdicts).
+        """
+        try:
+            reply = await self._call(model, request)
+        except JudgeUnavailable as exc:
+            self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
+            return failed(exc.reason)
+        self._count_usage(model, reply)
+        # The same precedence as for a graded case.
+        if reply.blocked:
+            answer = failed(BLOCKED)
+        elif reply.truncated:
+            answer = failed(TRUNCATED)
+        else:
+            answer = parse_pairwise(reply.text)
+        if answer.reason is not None:
+            self._metrics.judge_errors.labels(judge_model=model, reason=answer.reason).inc()
+        return answer
 
     def _verdicts(
         self,
