@@ -37,12 +37,11 @@ from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.decode import decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
-from sidecar.evaluate import Case, Screener, plan
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.judging import judge_case
 from sidecar.model import DecideReason, RecordRef, Trace
 from sidecar.offsets import OffsetTracker
+from sidecar.pipeline import Case, judge_cases, plan
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
@@ -59,9 +58,9 @@ Sleep = Callable[[float], Awaitable[None]]
 class Service:
     """One sidecar replica.
 
-    Seams are parameters: judge, screener, spans, metrics, the broker clients
-    (factories called in ``start``; ``labels`` only when review is enabled) and
-    the clock with its ``sleep``. The service is its source's rebalance listener.
+    Seams are parameters: judge, spans, metrics, the broker clients (factories
+    called in ``start``; ``labels`` only when review is enabled) and the clock
+    with its ``sleep``. The service is its source's rebalance listener.
     """
 
     def __init__(
@@ -72,7 +71,6 @@ class Service:
         metrics: Metrics,
         spans: VerdictSpans,
         judge: Judge | None = None,
-        screener: Screener | None = None,
         source: Callable[[], Source] | None = None,
         sink: Callable[[], Sink] | None = None,
         labels: Callable[[], LabelSource] | None = None,
@@ -84,7 +82,6 @@ class Service:
         self.metrics = metrics
         self.spans = spans
         self.judge = judge
-        self.screener = screener
         self.clock = clock
         self.sleep = sleep
         a = settings.assembler
@@ -275,20 +272,17 @@ class Service:
 
     async def _finish(self, trace: Trace, token: int) -> None:
         try:
-            _, cases = plan(
-                trace, self.rubrics, self.sampler, self.clock(), self.screener or _no_screen
-            )
-            verdicts: list[tuple[Case, Verdict]] = []
+            _, cases = plan(trace, self.rubrics, self.sampler, self.clock())
             for case in cases:
                 record_sampling(
                     self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
                 )
-                if case.injection_suspected:
+                if case.screening.suspected:
                     self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
                 if case.sample.judge:
                     self._self_preference(case)
-                verdicts.append((case, await judge_case(case, self.judge)))
-            for case, verdict in verdicts:
+            verdicts = await judge_cases(cases, self.judge)
+            for case, verdict in zip(cases, verdicts, strict=True):
                 await self._emit(verdict)
                 await self._route_review(case, verdict)
         except asyncio.CancelledError:
@@ -445,7 +439,3 @@ class Service:
         self.metrics.open_traces.set(self.assembler.open_traces)
         for partition, lag in self.source.lag(self.offsets.next_offsets()).items():
             self.metrics.consumer_lag.labels(partition=str(partition)).set(lag)
-
-
-def _no_screen(_rubric: Rubric, _transcript: object) -> bool:
-    return False

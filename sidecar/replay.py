@@ -23,10 +23,9 @@ from pathlib import Path
 from sidecar.assemble import Assembler
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
-from sidecar.evaluate import Screener, plan
 from sidecar.judge import Judge
-from sidecar.judging import judge_case
 from sidecar.model import DecideReason, Span, Trace
+from sidecar.pipeline import judge_cases, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
@@ -137,20 +136,15 @@ async def evaluate_traces(
     sampler: Sampler,
     *,
     judge: Judge | None,
-    screener: Screener | None = None,
     summary: ReplaySummary,
     now: float = 0.0,
 ) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for trace in traces:
-        if screener is None:
-            _, cases = plan(trace, rubrics, sampler, now)
-        else:
-            _, cases = plan(trace, rubrics, sampler, now, screener)
+        _, cases = plan(trace, rubrics, sampler, now)
         if not cases:
             summary.unrouted_traces += 1
-        for case in cases:
-            verdicts.append(await judge_case(case, judge))
+        verdicts.extend(await judge_cases(cases, judge))
     for verdict in verdicts:
         summary.verdicts += 1
         summary.judged += int(verdict.judged)

@@ -1,27 +1,14 @@
-"""Build the judge and the injection screener from settings and the environment."""
+"""Build the judge service from settings and the environment."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from sidecar.adapters.judge_backends import make_backend
 from sidecar.adapters.metrics import Metrics
-from sidecar.judge import Judge
 from sidecar.judge.config import BackendKind, JudgeSettings
-from sidecar.judge.prompt import data_blocks
-from sidecar.judge.screen import screen
 from sidecar.judge.service import JudgeService
-from sidecar.model import Transcript
-from sidecar.rubric import Rubric
-
-
-def screen_case(rubric: Rubric, transcript: Transcript) -> bool:
-    return screen(data_blocks(rubric, transcript)).suspected
-
-
-def build_screener() -> Callable[[Rubric, Transcript], bool]:
-    return screen_case
 
 
 def judge_configured(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> bool:
@@ -47,7 +34,7 @@ def judge_credentials_hint() -> str:
 
 def build_judge(
     settings: JudgeSettings, metrics: Metrics | None, environ: Mapping[str, str] = os.environ
-) -> Judge | None:
+) -> JudgeService | None:
     """The judge service, or None when no credentials are configured."""
     if not judge_configured(settings, environ):
         return None

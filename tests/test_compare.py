@@ -6,10 +6,23 @@ import asyncio
 
 import pytest
 
-from sidecar.calibrate.compare import Choice, Pair, PairOutcome, as_choice, compare, decide
+from sidecar.calibrate.compare import CompareReport
 from sidecar.errors import JudgeUnavailable
+from sidecar.judge.pairwise import (
+    ANSWER_A,
+    PROMPT,
+    Choice,
+    Pair,
+    PairOutcome,
+    PairwiseAnswer,
+    compare_pairs,
+    decide,
+    parse_pairwise,
+)
+from sidecar.judge.prompt import JudgeRequest
 
 A, B, T, X = Choice.A, Choice.B, Choice.TIE, Choice.ERROR
+MODEL = "gemini-2.5-flash"
 
 
 @pytest.mark.parametrize(
@@ -30,31 +43,25 @@ def test_decide(first: Choice, second: Choice, outcome: PairOutcome) -> None:
     assert decide(first, second) == outcome
 
 
-@pytest.mark.parametrize(
-    ("raw", "choice"),
-    [
-        pytest.param("A", A, id="A"),
-        pytest.param(" tie ", T, id="tie-lowercase"),
-        pytest.param("C", X, id="unknown"),
-        pytest.param(None, X, id="none"),
-        pytest.param("Output (a)", X, id="free-text"),
-    ],
-)
-def test_as_choice_trusts_nothing(raw: object, choice: Choice) -> None:
-    assert as_choice(raw) == choice
-
-
 class ScriptedJudge:
-    """Answers from a table keyed by (prompt, answer_a); counts calls in flight."""
+    """Answers from a table keyed by (prompt, answer_a); counts calls in flight.
+
+    The table holds the model's raw answer text, parsed as the service would;
+    ``"raise"`` makes the judge raise instead of answering.
+    """
 
     def __init__(self, script: dict[tuple[str, str], str]) -> None:
         self.script = script
         self.calls: list[tuple[str, str, str]] = []
+        self.models: set[str] = set()
         self.in_flight = 0
         self.peak = 0
 
-    async def __call__(self, prompt: str, answer_a: str, answer_b: str) -> str:
-        self.calls.append((prompt, answer_a, answer_b))
+    async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
+        blocks = dict(request.blocks)
+        prompt, answer_a = blocks[PROMPT], blocks[ANSWER_A]
+        self.calls.append((prompt, answer_a, blocks["ANSWER_B"]))
+        self.models.add(model)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         await asyncio.sleep(0)  # yield so concurrent pairs overlap
@@ -62,11 +69,11 @@ class ScriptedJudge:
         answer = self.script[(prompt, answer_a)]
         if answer == "raise":
             raise JudgeUnavailable("timeout", "judge timed out")
-        return answer
+        return parse_pairwise(f'{{"evidence": "because", "winner": "{answer}"}}')
 
 
 async def test_compare_counts_only_consistent_wins() -> None:
-    pairs = [Pair(f"p{i}", f"q{i}", "cand", "base") for i in range(6)]
+    pairs = [Pair(f"p{i}", f"q{i}", "cand", "base") for i in range(7)]
     script = {
         ("q0", "cand"): "A", ("q0", "base"): "B",  # candidate wins
         ("q1", "cand"): "A", ("q1", "base"): "B",  # candidate wins
@@ -74,9 +81,11 @@ async def test_compare_counts_only_consistent_wins() -> None:
         ("q3", "cand"): "A", ("q3", "base"): "A",  # picks the first answer both times
         ("q4", "cand"): "TIE", ("q4", "base"): "TIE",
         ("q5", "cand"): "raise", ("q5", "base"): "B",
+        ("q6", "cand"): "A", ("q6", "base"): "tie",  # not exactly TIE: bad_winner
     }  # fmt: skip
     judge = ScriptedJudge(script)
-    report = await compare(pairs, judge, concurrency=2)
+    results = await compare_pairs(pairs, judge, model=MODEL, concurrency=2)
+    report = CompareReport(results)
     assert [r.outcome for r in report.results] == [
         PairOutcome.CANDIDATE,
         PairOutcome.CANDIDATE,
@@ -84,15 +93,21 @@ async def test_compare_counts_only_consistent_wins() -> None:
         PairOutcome.POSITION_FIRST,
         PairOutcome.TIE,
         PairOutcome.ERROR,
+        PairOutcome.ERROR,
     ]
-    # Each pair went to the judge in both orders.
+    # Each pair went to the judge in both orders, with the model asked for.
     assert ("q0", "cand", "base") in judge.calls
     assert ("q0", "base", "cand") in judge.calls
-    assert len(judge.calls) == 12
+    assert len(judge.calls) == 14
+    assert judge.models == {MODEL}
     assert judge.peak <= 2
+    # A judge that raises still yields an ERROR order, with the error's reason.
+    assert results[5].first == PairwiseAnswer(X, reason="timeout")
+    assert results[6].second == PairwiseAnswer(X, reason="bad_winner")
+    assert report.error_reasons() == {"timeout": 1, "bad_winner": 1}
     data = report.to_json()
     assert (data["candidate_wins"], data["baseline_wins"], data["ties"]) == (2, 1, 1)
-    assert (data["position_biased"], data["errors"]) == (1, 1)
+    assert (data["position_biased"], data["errors"]) == (1, 2)
     assert data["win_rate"] == pytest.approx(2 / 3)
     assert data["position_biased_cases"] == [{"case_id": "p3", "first": "A", "second": "A"}]
     assert (
@@ -105,14 +120,16 @@ async def test_compare_counts_only_consistent_wins() -> None:
 
 
 async def test_compare_without_decisive_pairs() -> None:
-    report = await compare(
-        [Pair("p", "q", "c", "b")], ScriptedJudge({("q", "c"): "A", ("q", "b"): "A"})
+    results = await compare_pairs(
+        [Pair("p", "q", "c", "b")],
+        ScriptedJudge({("q", "c"): "A", ("q", "b"): "A"}),
+        model=MODEL,
     )
-    data = report.to_json()
+    data = CompareReport(results).to_json()
     assert data["win_rate"] is None
     assert data["win_rate_lower_bound"] is None
 
 
 async def test_compare_rejects_bad_concurrency() -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        await compare([], ScriptedJudge({}), concurrency=0)
+        await compare_pairs([], ScriptedJudge({}), model=MODEL, concurrency=0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.adapters.metrics import Metrics
 from sidecar.calibrate.stats import wilson_interval
 from sidecar.cli import build_parser, main
 from sidecar.commands import compare as compare_command
@@ -24,6 +25,7 @@ from sidecar.judge.pairwise import (
     ANSWER_B,
     DEFAULT_INSTRUCTIONS,
     PROMPT,
+    Choice,
     PairwiseAnswer,
     build_pairwise_request,
     parse_pairwise,
@@ -172,7 +174,9 @@ def workdir(tmp_path: Path, judge_server: JudgeServer) -> Path:
         "  timeout_s: 5\n"
         "  max_attempts: 3\n"
         "  backoff_base_s: 0.5\n"
-        "  backoff_max_s: 2\n",
+        "  backoff_max_s: 2\n"
+        # Above the six failures in a row some tests script; the breaker has its own test.
+        "  breaker_failures: 10\n",
         encoding="utf-8",
     )
     (tmp_path / "instructions.txt").write_text(INSTRUCTIONS + "\n", encoding="utf-8")
@@ -473,6 +477,57 @@ def test_failures_without_answer_are_errors(
     assert report["error_reasons"] == {reason: 2}
 
 
+def test_requests_go_through_the_judge_service_breaker_and_metrics(
+    judge_server: JudgeServer, gemini_env: None, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two failures in a row open the breaker: the second pair is refused without a call.
+    (workdir / "sidecar.yaml").write_text(
+        "judge:\n"
+        f"  base_url: {judge_server.base_url}\n"
+        "  max_attempts: 1\n"
+        "  breaker_failures: 2\n"
+        "  breaker_reset_s: 600\n",
+        encoding="utf-8",
+    )
+    write_pairs(workdir / "pairs.jsonl", PAIRS[:2])
+    judge_server.script(status(503), status(503))
+    metrics = Metrics()
+    args = build_parser().parse_args(
+        [
+            "compare",
+            "--pairs",
+            str(workdir / "pairs.jsonl"),
+            "--model",
+            MODEL,
+            "--config",
+            str(workdir / "sidecar.yaml"),
+            "--json",
+            str(workdir / "out" / "compare.json"),
+            "--concurrency",
+            "1",
+        ]
+    )
+    code = compare_command.run(args, sleep=Sleeps(), metrics=metrics)
+    out = capsys.readouterr().out
+
+    assert code == 0
+    assert len(judge_server.requests) == 2
+    report = json.loads((workdir / "out" / "compare.json").read_text(encoding="utf-8"))
+    assert [r["outcome"] for r in report["results"]] == ["error", "error"]
+    assert report["error_reasons"] == {"breaker_open": 2, "http_5xx": 2}
+    assert "error reasons: breaker_open 2, http_5xx 2" in out
+
+    def value(name: str, **labels: str) -> float:
+        return metrics.registry.get_sample_value(name, labels) or 0.0
+
+    duration = "sidecar_judge_request_duration_seconds_count"
+    assert value(duration, judge_model=MODEL) == 2
+    assert value("sidecar_judge_breaker_open", judge_model=MODEL) == 1
+    errors = "sidecar_judge_errors_total"
+    assert value(errors, judge_model=MODEL, reason="http_5xx") == 2
+    assert value(errors, judge_model=MODEL, reason="breaker_open") == 2
+
+
 # --- screening, JSON on stdout ---------------------------------------------------------
 
 
@@ -619,7 +674,7 @@ def test_registered_in_the_cli(
 
 
 def _error(reason: str) -> PairwiseAnswer:
-    return PairwiseAnswer("ERROR", reason=reason)
+    return PairwiseAnswer(Choice.ERROR, reason=reason)
 
 
 # The server tests above cover one case per reason; these are the finer points.
@@ -628,14 +683,16 @@ def _error(reason: str) -> PairwiseAnswer:
     [
         pytest.param(
             '{"evidence": "B lacks the date.", "winner": "A"}',
-            PairwiseAnswer("A", "B lacks the date."),
+            PairwiseAnswer(Choice.A, "B lacks the date."),
             id="A",
         ),
         pytest.param(
-            '{"evidence": " same ", "winner": "TIE"}', PairwiseAnswer("TIE", "same"), id="tie"
+            '{"evidence": " same ", "winner": "TIE"}', PairwiseAnswer(Choice.TIE, "same"), id="tie"
         ),
         pytest.param(
-            '```json\n{"evidence": "x", "winner": "B"}\n```', PairwiseAnswer("B", "x"), id="fenced"
+            '```json\n{"evidence": "x", "winner": "B"}\n```',
+            PairwiseAnswer(Choice.B, "x"),
+            id="fenced",
         ),
         pytest.param('Sure! {"evidence": "x", "winner": "B"}', _error("non_json"), id="chatter"),
         pytest.param(

@@ -18,11 +18,13 @@ import pytest
 from sidecar.adapters.judge_backends import GeminiBackend, OpenAICompatBackend
 from sidecar.adapters.metrics import Metrics
 from sidecar.errors import JudgeUnavailable
-from sidecar.judge import JudgeResult
+from sidecar.judge import JudgeResult, Screening, screen_case
 from sidecar.judge.config import JudgeSettings
+from sidecar.judge.pairwise import Choice, PairwiseAnswer, build_pairwise_request
 from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import Backend, BackendReply, JudgeService, model_family, same_family
-from sidecar.model import Outcome
+from sidecar.model import Outcome, Transcript
+from sidecar.rubric import Rubric
 from tests.gemini_server import (
     JudgeServer,
     Reply,
@@ -35,6 +37,7 @@ from tests.gemini_server import (
     status,
 )
 from tests.judge_fixtures import (
+    ANSWER,
     GOOD_VERDICTS,
     JUDGE_MODEL,
     FakeClock,
@@ -100,6 +103,13 @@ async def open_rig(
         yield Rig(server, service, metrics, clock)
 
 
+async def judge_screened(
+    service: JudgeService, rubric: Rubric, transcript: Transcript
+) -> JudgeResult:
+    """Judge one case as the pipeline does: screened once, that screening handed over."""
+    return await service.judge(rubric, transcript, screen_case(rubric, transcript))
+
+
 def outcomes(result: JudgeResult) -> list[tuple[str, Outcome, str | None]]:
     return [(c.name, c.outcome, c.reason) for c in result.criteria]
 
@@ -117,7 +127,7 @@ def all_error(reason: str) -> list[tuple[str, Outcome, str | None]]:
 async def test_happy_path(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS, prompt_tokens=1000, output_tokens=200))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
 
         assert outcomes(result) == ALL_PASS
         assert result.criteria[0].evidence == "refund of 42.50 EUR for order A-1001 was approved"
@@ -126,7 +136,8 @@ async def test_happy_path(judge_server: JudgeServer) -> None:
         assert (result.input_tokens, result.output_tokens) == (1000, 200)
         assert result.raw_output is not None
         assert '"criteria"' in result.raw_output
-        assert (result.injection_suspected, result.review) == (False, False)
+        assert screen_case(make_rubric(), make_transcript()).suspected is False
+        assert result.review is False
 
         [sent] = judge_server.requests
         assert set(sent.body) == {"contents", "systemInstruction", "generationConfig"}
@@ -180,13 +191,13 @@ async def test_per_criterion_errors(
 ) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(answer))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(result) == want
         assert (result.judged, result.error_reason) == (True, None)
         assert rig.errors(reason) == 1
         # A result with an ERROR criterion is not cached: asking again calls the judge.
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        again = await rig.service.judge(make_rubric(), make_transcript())
+        again = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(again) == ALL_PASS
         assert not again.cached
         assert len(judge_server.requests) == 2
@@ -211,7 +222,7 @@ async def test_per_criterion_errors(
 async def test_whole_answer_errors(judge_server: JudgeServer, reply: Reply, reason: str) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(reply)
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(result) == all_error(reason)
         assert (result.judged, result.error_reason) == (False, reason)
         assert rig.errors(reason) == 1
@@ -225,14 +236,14 @@ async def test_whole_answer_errors(judge_server: JudgeServer, reply: Reply, reas
 async def test_non_json_keeps_the_raw_output(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_text("I think it passes."))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert result.raw_output == "I think it passes."
 
 
 async def test_429_then_success_is_retried_after_backoff(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(429), gemini_json(GOOD_VERDICTS))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(result) == ALL_PASS
         assert len(judge_server.requests) == 2
         assert rig.clock.sleeps == [pytest.approx(0.005)]  # U(0, 0.01) with rand 0.5
@@ -245,7 +256,7 @@ async def test_429_then_success_is_retried_after_backoff(judge_server: JudgeServ
 async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(500), status(500), status(500))
-        first = await rig.service.judge(make_rubric(), make_transcript())
+        first = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(first) == all_error("judge_unavailable")
         assert (first.judged, first.error_reason) == (False, "judge_unavailable")
         assert len(judge_server.requests) == 3  # max_attempts
@@ -254,7 +265,9 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
         assert not rig.service.available()
 
         # Open: the next case fails fast without any HTTP call.
-        second = await rig.service.judge(make_rubric(), make_transcript(answer="Another answer."))
+        second = await judge_screened(
+            rig.service, make_rubric(), make_transcript(answer="Another answer.")
+        )
         assert outcomes(second) == all_error("judge_unavailable")
         assert len(judge_server.requests) == 3
         assert rig.errors("breaker_open") == 1
@@ -263,7 +276,7 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
         rig.clock.advance(30.0)
         assert rig.service.available()
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        third = await rig.service.judge(make_rubric(), make_transcript())
+        third = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(third) == ALL_PASS
         assert len(judge_server.requests) == 4
         assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
@@ -272,9 +285,9 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
 async def test_failed_probe_reopens_the_breaker(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, max_attempts=1, breaker_failures=1) as rig:
         judge_server.script(status(503), status(503))
-        await rig.service.judge(make_rubric(), make_transcript())
+        await judge_screened(rig.service, make_rubric(), make_transcript())
         rig.clock.advance(30.0)
-        probe = await rig.service.judge(make_rubric(), make_transcript())
+        probe = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert probe.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 2  # the probe got one attempt, no retries
         assert rig.service.retry_after() == pytest.approx(30.0)
@@ -284,12 +297,12 @@ async def test_timeout_is_retried_then_reported(judge_server: JudgeServer) -> No
     async with open_rig(judge_server, timeout_s=0.2, max_attempts=2) as rig:
         slow = Reply(body=GOOD_VERDICTS, delay_s=1.0)
         judge_server.script(slow, gemini_json(GOOD_VERDICTS))
-        recovered = await rig.service.judge(make_rubric(), make_transcript())
+        recovered = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(recovered) == ALL_PASS
         assert len(judge_server.requests) == 2
 
         judge_server.script(slow, slow)
-        failed = await rig.service.judge(make_rubric(), make_transcript(answer="Other."))
+        failed = await judge_screened(rig.service, make_rubric(), make_transcript(answer="Other."))
         assert outcomes(failed) == all_error("judge_unavailable")
         assert rig.errors("timeout") == 1
 
@@ -297,7 +310,7 @@ async def test_timeout_is_retried_then_reported(judge_server: JudgeServer) -> No
 async def test_client_error_is_not_retried(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(400, "schema not supported"))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert result.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 1
         assert rig.errors("http_4xx") == 1
@@ -306,8 +319,8 @@ async def test_client_error_is_not_retried(judge_server: JudgeServer) -> None:
 async def test_same_case_twice_hits_the_cache(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        first = await rig.service.judge(make_rubric(), make_transcript())
-        second = await rig.service.judge(make_rubric(), make_transcript())
+        first = await judge_screened(rig.service, make_rubric(), make_transcript())
+        second = await judge_screened(rig.service, make_rubric(), make_transcript())
 
         assert len(judge_server.requests) == 1
         assert outcomes(second) == outcomes(first) == ALL_PASS
@@ -325,8 +338,8 @@ async def test_same_case_twice_hits_the_cache(judge_server: JudgeServer) -> None
 async def test_cache_can_be_switched_off(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, cache_max_entries=0) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS), gemini_json(GOOD_VERDICTS))
-        await rig.service.judge(make_rubric(), make_transcript())
-        second = await rig.service.judge(make_rubric(), make_transcript())
+        await judge_screened(rig.service, make_rubric(), make_transcript())
+        second = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert not second.cached
         assert len(judge_server.requests) == 2
         assert rig.value("sidecar_verdict_cache_requests_total", result="miss") == 0
@@ -370,22 +383,46 @@ async def test_injection_suspected_policy(
             )
         )
         rubric = make_rubric(on_injection_suspected=policy)
-        result = await rig.service.judge(rubric, make_transcript(answer=INJECTED))
-        assert result.injection_suspected
+        transcript = make_transcript(answer=INJECTED)
+        screening = screen_case(rubric, transcript)
+        assert screening.suspected
+        result = await rig.service.judge(rubric, transcript, screening)
         assert outcomes(result) == want
         assert result.review is review
         # The pipeline counts suspected and reviewed cases once per case, not the judge.
         assert rig.value("sidecar_injection_suspected_total", rubric="refunds") in (None, 0)
 
 
+@pytest.mark.parametrize(
+    ("answer", "screening", "want_review"),
+    [
+        pytest.param(ANSWER, Screening(True, ("RESPONSE:test_rule",)), True, id="given-suspected"),
+        pytest.param(INJECTED, Screening(False, ()), False, id="given-clean"),
+    ],
+)
+async def test_the_case_screening_is_applied_not_recomputed(
+    judge_server: JudgeServer, answer: str, screening: Screening, want_review: bool
+) -> None:
+    # The service applies the screening it is given; it does not screen the data again.
+    async with open_rig(judge_server) as rig:
+        judge_server.script(
+            gemini_json(verdicts(("grounded", "PASS", "order A-1001"), ("polite", "PASS", "NONE")))
+        )
+        transcript = make_transcript(answer=answer)
+        assert screen_case(make_rubric(), transcript).suspected is not screening.suspected
+        result = await rig.service.judge(make_rubric(), transcript, screening)
+        assert outcomes(result) == ALL_PASS
+        assert result.review is want_review
+
+
 async def test_pause_policy_raises_and_reports_when_to_come_back(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, on_judge_unavailable="pause") as rig:
         judge_server.script(status(502), status(502), status(502))
         with pytest.raises(JudgeUnavailable) as caught:
-            await rig.service.judge(make_rubric(), make_transcript())
+            await judge_screened(rig.service, make_rubric(), make_transcript())
         assert caught.value.reason == "http_5xx"
         with pytest.raises(JudgeUnavailable) as fast:
-            await rig.service.judge(make_rubric(), make_transcript())
+            await judge_screened(rig.service, make_rubric(), make_transcript())
         assert fast.value.reason == "breaker_open"
         assert not rig.service.available()
 
@@ -393,16 +430,18 @@ async def test_pause_policy_raises_and_reports_when_to_come_back(judge_server: J
         await rig.service.wait_available()
         assert rig.clock() - start == pytest.approx(30.0)
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        result = await rig.service.judge(make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, make_rubric(), make_transcript())
         assert outcomes(result) == ALL_PASS
 
 
 async def test_breakers_are_per_model(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, max_attempts=1, breaker_failures=1) as rig:
         judge_server.script(status(500))
-        await rig.service.judge(make_rubric(), make_transcript())
+        await judge_screened(rig.service, make_rubric(), make_transcript())
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        other = await rig.service.judge(make_rubric(model="gemini-2.5-pro"), make_transcript())
+        other = await judge_screened(
+            rig.service, make_rubric(model="gemini-2.5-pro"), make_transcript()
+        )
         assert outcomes(other) == ALL_PASS
         assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 1
         assert rig.value("sidecar_judge_breaker_open", judge_model="gemini-2.5-pro") == 0
@@ -414,7 +453,9 @@ async def test_breakers_are_per_model(judge_server: JudgeServer) -> None:
 async def test_openai_happy_path(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(openai_json(GOOD_VERDICTS))
-        result = await rig.service.judge(make_rubric(model=OPENAI_MODEL), make_transcript())
+        result = await judge_screened(
+            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+        )
         assert outcomes(result) == ALL_PASS
         [sent] = judge_server.requests
         assert sent.body["temperature"] == 0
@@ -428,7 +469,9 @@ async def test_openai_happy_path(judge_server: JudgeServer) -> None:
 async def test_openai_non_json(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(openai_text("Both criteria pass."))
-        result = await rig.service.judge(make_rubric(model=OPENAI_MODEL), make_transcript())
+        result = await judge_screened(
+            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+        )
         assert outcomes(result) == all_error("non_json")
         assert rig.errors("non_json", OPENAI_MODEL) == 1
 
@@ -436,7 +479,9 @@ async def test_openai_non_json(judge_server: JudgeServer) -> None:
 async def test_openai_429_then_success(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(status(429), openai_json(GOOD_VERDICTS))
-        result = await rig.service.judge(make_rubric(model=OPENAI_MODEL), make_transcript())
+        result = await judge_screened(
+            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+        )
         assert outcomes(result) == ALL_PASS
         assert len(judge_server.requests) == 2
 
@@ -444,7 +489,9 @@ async def test_openai_429_then_success(judge_server: JudgeServer) -> None:
 async def test_openai_persistent_500(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(status(500), status(500), status(500))
-        result = await rig.service.judge(make_rubric(model=OPENAI_MODEL), make_transcript())
+        result = await judge_screened(
+            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+        )
         assert outcomes(result) == all_error("judge_unavailable")
         assert len(judge_server.requests) == 3
         assert rig.errors("http_5xx", OPENAI_MODEL) == 1
@@ -500,7 +547,7 @@ async def test_concurrency_is_bounded() -> None:
     backend = GatedBackend()
     service = _service(backend, FakeClock(), concurrency=2)
     cases = [make_transcript(trace_id=f"{i:032x}") for i in range(5)]
-    tasks = [asyncio.create_task(service.judge(make_rubric(), case)) for case in cases]
+    tasks = [asyncio.create_task(judge_screened(service, make_rubric(), case)) for case in cases]
     for _ in range(50):  # let every task run as far as it can
         await asyncio.sleep(0)
     assert (backend.calls, backend.in_flight) == (2, 2)
@@ -514,7 +561,9 @@ async def test_calls_queued_behind_an_outage_fail_fast() -> None:
     backend = DownBackend()
     service = _service(backend, FakeClock(), concurrency=1, max_attempts=1, breaker_failures=1)
     cases = [make_transcript(trace_id=f"{i:032x}") for i in range(4)]
-    results = await asyncio.gather(*(service.judge(make_rubric(), case) for case in cases))
+    results = await asyncio.gather(
+        *(judge_screened(service, make_rubric(), case) for case in cases)
+    )
     assert [r.error_reason for r in results] == ["judge_unavailable"] * 4
     assert backend.calls == 1
 
@@ -525,7 +574,7 @@ async def test_requests_per_minute_waits_on_the_clock() -> None:
     clock = FakeClock()
     service = _service(backend, clock, requests_per_minute=2)
     for i in range(3):
-        await service.judge(make_rubric(), make_transcript(trace_id=f"{i:032x}"))
+        await judge_screened(service, make_rubric(), make_transcript(trace_id=f"{i:032x}"))
     assert backend.calls == 3
     assert clock.sleeps == [pytest.approx(30.0)]
 
@@ -537,9 +586,130 @@ async def test_tokens_per_minute_charges_real_usage() -> None:
     # Each call really uses 120 tokens; the estimate is larger, the difference is refunded.
     service = _service(backend, clock, tokens_per_minute=3000)
     for i in range(4):
-        await service.judge(make_rubric(), make_transcript(trace_id=f"{i:032x}"))
+        await judge_screened(service, make_rubric(), make_transcript(trace_id=f"{i:032x}"))
     assert backend.calls == 4
     assert clock.sleeps == []
+
+
+# --- pairwise requests: the same guarded call --------------------------------------------
+
+
+def pair_request() -> JudgeRequest:
+    return build_pairwise_request("When is my refund due?", "On 3 May.", "Soon.")
+
+
+def pair_answer(winner: str, **kwargs: Any) -> Reply:
+    return gemini_json({"evidence": "A names the date.", "winner": winner}, **kwargs)
+
+
+async def test_judge_pair_is_counted_like_a_case(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(pair_answer("A", prompt_tokens=300, output_tokens=20))
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.A, "A names the date.")
+        [sent] = judge_server.requests
+        assert sent.path == f"/v1beta/models/{JUDGE_MODEL}:generateContent"
+        assert sent.body["generationConfig"]["responseSchema"]["required"] == [
+            "evidence",
+            "winner",
+        ]
+        duration = "sidecar_judge_request_duration_seconds_count"
+        assert rig.value(duration, judge_model=JUDGE_MODEL) == 1
+        tokens = "sidecar_judge_tokens_total"
+        assert rig.value(tokens, judge_model=JUDGE_MODEL, kind="input") == 300
+        assert rig.value(tokens, judge_model=JUDGE_MODEL, kind="output") == 20
+        cost = rig.value("sidecar_judge_cost_usd_total", judge_model=JUDGE_MODEL)
+        assert cost == pytest.approx((300 * 0.30 + 20 * 2.50) / 1e6)
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
+        # Each order is asked afresh: pairwise requests do not use the verdict cache.
+        assert rig.value("sidecar_verdict_cache_requests_total", result="miss") == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        pytest.param(pair_answer("C"), "bad_winner", id="bad-winner"),
+        pytest.param(gemini_text("A is better."), "non_json", id="non-json"),
+        pytest.param(gemini_blocked(), "blocked", id="blocked"),
+        pytest.param(
+            gemini_text('{"evidence": "x", "win', finish_reason="MAX_TOKENS"),
+            "truncated",
+            id="truncated",
+        ),
+    ],
+)
+async def test_judge_pair_failed_answers(
+    judge_server: JudgeServer, reply: Reply, reason: str
+) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(reply)
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.ERROR, reason=reason)
+        assert rig.errors(reason) == 1
+        # The model answered: nothing retried, the breaker not charged.
+        assert len(judge_server.requests) == 1
+        assert rig.service.available()
+
+
+async def test_judge_pair_failures_open_the_breaker(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server) as rig:
+        judge_server.script(status(500), status(500), status(500))
+        first = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert first == PairwiseAnswer(Choice.ERROR, reason="http_5xx")
+        assert len(judge_server.requests) == 3  # max_attempts, backing off in between
+        assert rig.clock.sleeps == [pytest.approx(0.005), pytest.approx(0.01)]
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 1
+        assert (
+            rig.value("sidecar_judge_request_duration_seconds_count", judge_model=JUDGE_MODEL) == 3
+        )
+
+        # Open: pairwise and graded requests alike fail fast, without an HTTP call.
+        second = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert second == PairwiseAnswer(Choice.ERROR, reason="breaker_open")
+        graded = await judge_screened(rig.service, make_rubric(), make_transcript())
+        assert graded.error_reason == "judge_unavailable"
+        assert len(judge_server.requests) == 3
+        assert (rig.errors("http_5xx"), rig.errors("breaker_open")) == (1, 2)
+
+        rig.clock.advance(30.0)
+        judge_server.script(pair_answer("TIE"))
+        third = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert third.winner is Choice.TIE
+        assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
+
+
+async def test_judge_pair_never_raises_under_pause(judge_server: JudgeServer) -> None:
+    async with open_rig(judge_server, on_judge_unavailable="pause", max_attempts=1) as rig:
+        judge_server.script(status(400))
+        answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
+        assert answer == PairwiseAnswer(Choice.ERROR, reason="http_4xx")
+
+
+class PairBackend(GatedBackend):
+    """Answers every request as a pairwise judge would (winner A) once ``gate`` is set."""
+
+    async def generate(self, model: str, request: JudgeRequest) -> BackendReply:
+        await super().generate(model, request)
+        return BackendReply(json.dumps({"evidence": "x", "winner": "A"}), "STOP", 100, 10)
+
+
+async def test_pairwise_and_graded_requests_share_slots_and_rate_limits() -> None:
+    backend = PairBackend()
+    clock = FakeClock()
+    service = _service(backend, clock, concurrency=1, requests_per_minute=2)
+    graded = asyncio.create_task(judge_screened(service, make_rubric(), make_transcript()))
+    pair = asyncio.create_task(service.judge_pair(JUDGE_MODEL, pair_request()))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert (backend.calls, backend.in_flight) == (1, 1)  # one slot for both kinds
+    backend.gate.set()
+    await asyncio.gather(graded, pair)
+    assert backend.most_in_flight == 1
+    assert clock.sleeps == []
+    # The two calls used the minute's two requests: a third waits for the bucket.
+    third = await service.judge_pair(JUDGE_MODEL, pair_request())
+    assert third.winner is Choice.A
+    assert clock.sleeps == [pytest.approx(30.0)]
 
 
 # --- self-preference -------------------------------------------------------------------

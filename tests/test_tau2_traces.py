@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from sidecar.evaluate import conclude, plan
 from sidecar.model import CheckResult, Outcome, Trace
+from sidecar.pipeline import conclude, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict

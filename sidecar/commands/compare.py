@@ -5,18 +5,22 @@
 
 The pairs file holds JSON lines ``{"id", "prompt", "candidate", "baseline"}``
 (other keys are ignored). Each pair is judged twice by the configured judge
-backend (``judge:`` settings, as for ``sidecar run``): the candidate first as
-answer A, then as answer B. Only a win named in both orders counts; a pair
-where the judge followed the position, or changed its mind, is reported as
-position-biased (:mod:`sidecar.calibrate.compare`). The win rate is candidate
-wins over consistent decisive pairs, with its Wilson interval.
+(``judge:`` settings, as for ``sidecar run``): the candidate first as answer A,
+then as answer B. Only a win named in both orders counts; a pair where the
+judge followed the position, or changed its mind, is reported as
+position-biased (:mod:`sidecar.judge.pairwise`). The win rate is candidate
+wins over consistent decisive pairs, with its Wilson interval
+(:mod:`sidecar.calibrate.compare`).
 
 Each request is built by :mod:`sidecar.judge.pairwise` (fresh nonce, fenced
-and neutralised data, strict answer parsing). Timeouts, transport errors, 408,
-429 and 5xx are retried with exponential backoff up to ``judge.max_attempts``
-attempts; any other failure, a blocked or truncated answer and a malformed
-answer make that order ERROR, and the pair an error. Pairs whose text trips
-the injection screener are listed, not changed.
+and neutralised data, strict answer parsing) and sent through
+:class:`~sidecar.judge.service.JudgeService`, like a graded case: at most
+``--concurrency`` calls at once, the requests/min and tokens/min limits, the
+circuit breaker. Timeouts, transport errors, 408, 429 and 5xx are retried with
+exponential backoff up to ``judge.max_attempts`` attempts; any other failure,
+an open breaker, a blocked or truncated answer and a malformed answer make
+that order ERROR, and the pair an error. Pairs whose text trips the injection
+screener are listed, not changed.
 
 Prints a summary (to stderr when the JSON goes to stdout with ``--json -``)
 and writes the JSON report. Exit 0 when the comparison ran, 2 on a usage
@@ -31,26 +35,25 @@ import json
 import os
 import random
 import sys
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sidecar.adapters.judge_backends import make_backend
-from sidecar.calibrate.compare import CompareReport, Pair, PairOutcome, compare
+from sidecar.adapters.metrics import Metrics
+from sidecar.calibrate.compare import CompareReport
 from sidecar.calibrate.report import fmt
 from sidecar.commands._io import consoles, read_lines, write_output
-from sidecar.errors import InputFileError, JudgeUnavailable, UsageError
-from sidecar.judge.limits import Backoff
+from sidecar.errors import InputFileError, UsageError
 from sidecar.judge.pairwise import (
     DEFAULT_INSTRUCTIONS,
-    Winner,
-    build_pairwise_request,
-    parse_pairwise,
+    Pair,
+    PairOutcome,
+    PairResult,
+    compare_pairs,
     screen_pair,
 )
-from sidecar.judge.prompt import JudgeRequest
-from sidecar.judge.service import BLOCKED, RETRIABLE, TRUNCATED, Backend, BackendReply
+from sidecar.judge.service import JudgeService
 from sidecar.records import parse_pairs
 from sidecar.settings import load_settings
 from sidecar.wiring import judge_configured, judge_credentials_hint
@@ -101,59 +104,6 @@ def register(subparsers: Any) -> None:
         help="confidence of the Wilson interval on the win rate (default 0.95)",
     )
     parser.set_defaults(handler=run, error_prefix=parser.prog)
-
-
-class PairJudge:
-    """``judge_pair`` for :func:`compare`: one backend call per order, retried with backoff.
-
-    Never raises for a failed call: the order becomes ``ERROR`` and its reason
-    is counted in ``errors`` (a backend reason such as ``http_429``, ``blocked``,
-    ``truncated``, or a parse reason of :mod:`sidecar.judge.pairwise`).
-    """
-
-    def __init__(
-        self,
-        backend: Backend,
-        model: str,
-        instructions: str,
-        *,
-        max_attempts: int,
-        backoff: Backoff,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self.errors: Counter[str] = Counter()
-        self._backend = backend
-        self._model = model
-        self._instructions = instructions
-        self._max_attempts = max_attempts
-        self._backoff = backoff
-        self._sleep = sleep
-
-    async def __call__(self, prompt: str, answer_a: str, answer_b: str) -> Winner:
-        request = build_pairwise_request(prompt, answer_a, answer_b, self._instructions)
-        try:
-            reply = await self._generate(request)
-        except JudgeUnavailable as exc:
-            self.errors[exc.reason] += 1
-            return "ERROR"
-        if reply.blocked or reply.truncated:
-            self.errors[BLOCKED if reply.blocked else TRUNCATED] += 1
-            return "ERROR"
-        answer = parse_pairwise(reply.text)
-        if answer.reason is not None:
-            self.errors[answer.reason] += 1
-        return answer.winner
-
-    async def _generate(self, request: JudgeRequest) -> BackendReply:
-        retries = 0
-        while True:
-            try:
-                return await self._backend.generate(self._model, request)
-            except JudgeUnavailable as exc:
-                retries += 1
-                if exc.reason not in RETRIABLE or retries >= self._max_attempts:
-                    raise
-                await self._sleep(self._backoff.delay(retries - 1))
 
 
 def _instructions(args: argparse.Namespace) -> str:
@@ -240,8 +190,8 @@ def json_document(
         "results": [
             {
                 "case_id": r.case_id,
-                "first": r.first.value,
-                "second": r.second.value,
+                "first": r.first.winner.value,
+                "second": r.second.winner.value,
                 "outcome": r.outcome.value,
             }
             for r in report.results
@@ -250,16 +200,12 @@ def json_document(
 
 
 async def _judge_all(
-    backend: Backend,
-    judge_pair: PairJudge,
-    pairs: list[Pair],
-    concurrency: int,
-    confidence: float,
-) -> CompareReport:
-    try:
-        return await compare(pairs, judge_pair, concurrency=concurrency, confidence=confidence)
-    finally:
-        await backend.aclose()
+    judge: JudgeService, pairs: list[Pair], model: str, instructions: str, concurrency: int
+) -> tuple[PairResult, ...]:
+    async with judge:
+        return await compare_pairs(
+            pairs, judge, model=model, instructions=instructions, concurrency=concurrency
+        )
 
 
 def _fail(message: object) -> int:
@@ -273,8 +219,9 @@ def run(
     environ: Mapping[str, str] = os.environ,
     sleep: Sleep = asyncio.sleep,
     rand: Callable[[], float] = random.random,
+    metrics: Metrics | None = None,
 ) -> int:
-    """The command; ``environ``, ``sleep`` and ``rand`` are seams for tests."""
+    """The command; ``environ``, ``sleep``, ``rand`` and ``metrics`` are seams for tests."""
     _, err = consoles()
     try:
         if args.concurrency is not None and args.concurrency < 1:
@@ -294,27 +241,24 @@ def run(
         for pair in pairs
         if (screening := screen_pair(pair.prompt, pair.candidate, pair.baseline)).suspected
     }
+    if args.concurrency is not None:
+        # --concurrency bounds the calls as well as the pairs in flight.
+        settings = settings.model_copy(update={"concurrency": args.concurrency})
     try:
         backend = make_backend(settings, environ)
     except ValueError as exc:  # google-genai refuses to start without its credentials
         return _fail(f"{judge_credentials_hint()} ({exc})")
-    judge_pair = PairJudge(
-        backend,
-        args.model,
-        instructions,
-        max_attempts=settings.max_attempts,
-        backoff=Backoff(settings.backoff_base_s, settings.backoff_max_s, rand),
-        sleep=sleep,
-    )
-    concurrency = args.concurrency or settings.concurrency
-    report = asyncio.run(_judge_all(backend, judge_pair, pairs, concurrency, args.confidence))
+    judge = JudgeService(backend, settings, metrics or Metrics(), sleep=sleep, rand=rand)
+    results = asyncio.run(_judge_all(judge, pairs, args.model, instructions, settings.concurrency))
+    report = CompareReport(results, args.confidence)
+    errors = report.error_reasons()
 
     # With the JSON on stdout the summary goes to stderr so the JSON stays parseable.
     out = sys.stderr if args.json_out == "-" else sys.stdout
-    for line in summary_lines(report, args.model, judge_pair.errors, suspected):
+    for line in summary_lines(report, args.model, errors, suspected):
         print(line, file=out)
     if args.json_out:
-        document = json_document(report, args, instructions, judge_pair.errors, suspected)
+        document = json_document(report, args, instructions, errors, suspected)
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         try:
             write_output(args.json_out, text, sys.stdout)

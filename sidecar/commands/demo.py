@@ -22,7 +22,7 @@ from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
 from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge, build_screener, judge_credentials_hint
+from sidecar.wiring import build_judge, judge_credentials_hint
 
 # Below this the table wraps into tall rows; pipes and CI logs get this width.
 _MIN_WIDTH = 120
@@ -90,9 +90,7 @@ async def _demo(args: argparse.Namespace) -> int:
     sampler = Sampler(judge_enabled=judge is not None, judge_all=True)
     summary = ReplaySummary()
     traces = collect_traces([traces_file], summary)
-    verdicts = await evaluate_traces(
-        traces, rubrics, sampler, judge=judge, screener=build_screener(), summary=summary
-    )
+    verdicts = await evaluate_traces(traces, rubrics, sampler, judge=judge, summary=summary)
     records_path = args.out / "verdicts.jsonl"
     with records_path.open("w", encoding="utf-8") as fh:
         for verdict in verdicts:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigError
-from sidecar.evaluate import mark_untrusted
-from sidecar.judge.prompt import build_request
+from sidecar.judge import JudgeResult, Screening, screen
+from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.service import JudgeService
+from sidecar.pipeline import mark_untrusted
 from sidecar.replay import ReplaySummary, collect_traces
-from sidecar.rubric import load_rubric
+from sidecar.rubric import Rubric, load_rubric
 from sidecar.settings import load_settings
 from sidecar.transcript import build_transcript
 from sidecar.wiring import build_judge, judge_credentials_hint
@@ -52,6 +53,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     transcript = mark_untrusted(build_transcript(traces[0]), rubric.untrusted_tools)
     request = build_request(rubric, transcript)
+    screening = screen(request.blocks)
     out = sys.stdout
     out.write(
         f"# trace {transcript.trace_id}  rubric {rubric.id} v{rubric.version}  "
@@ -63,16 +65,16 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     settings = load_settings(args.config)
     judge = build_judge(settings.judge, None)
-    if not isinstance(judge, JudgeService):
+    if judge is None:
         print(f"sidecar judge: {judge_credentials_hint()}", file=sys.stderr)
         return 2
-    result = asyncio.run(_judge(judge, rubric, request))
+    result = asyncio.run(_judge(judge, rubric, request, screening))
     out.write("## raw answer\n\n" + (result.raw_output or "(none)") + "\n\n")
     out.write("## parsed verdict\n\n")
     verdict: dict[str, Any] = {
         "judged": result.judged,
         "error_reason": result.error_reason,
-        "injection_suspected": result.injection_suspected,
+        "injection_suspected": screening.suspected,
         "review": result.review,
         "tokens": {"input": result.input_tokens, "output": result.output_tokens},
         "criteria": [
@@ -90,6 +92,8 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _judge(judge: JudgeService, rubric: Any, request: Any) -> Any:
+async def _judge(
+    judge: JudgeService, rubric: Rubric, request: JudgeRequest, screening: Screening
+) -> JudgeResult:
     async with judge:
-        return await judge.judge_request(rubric, request)
+        return await judge.judge_request(rubric, request, screening)

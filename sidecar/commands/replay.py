@@ -14,7 +14,7 @@ from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
 from sidecar.settings import load_settings
 from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge, build_screener
+from sidecar.wiring import build_judge
 
 
 def register(sub: Any) -> None:
@@ -55,9 +55,7 @@ def handle(args: argparse.Namespace) -> int:
 
     async def evaluate() -> list[Verdict]:
         try:
-            return await evaluate_traces(
-                traces, rubrics, sampler, judge=judge, screener=build_screener(), summary=summary
-            )
+            return await evaluate_traces(traces, rubrics, sampler, judge=judge, summary=summary)
         finally:
             if judge is not None:
                 await judge.aclose()

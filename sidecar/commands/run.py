@@ -14,7 +14,7 @@ from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
 from sidecar.app import Service
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
-from sidecar.wiring import build_judge, build_screener
+from sidecar.wiring import build_judge
 
 
 def register(sub: Any) -> None:
@@ -40,9 +40,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     spans = VerdictSpans(provider) if provider is not None else VerdictSpans.disabled()
     judge = build_judge(settings.judge, metrics)
-    service = Service(
-        settings, rubrics, metrics=metrics, spans=spans, judge=judge, screener=build_screener()
-    )
+    service = Service(settings, rubrics, metrics=metrics, spans=spans, judge=judge)
     logging.getLogger("sidecar").info(
         "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s",
         len(rubrics),

@@ -1,17 +1,22 @@
 """The injection-hardened LLM judge: pure core and the backend protocol.
 
-A backend (``sidecar.adapters``) implements :class:`Judge`. The usual flow::
+:class:`~sidecar.judge.service.JudgeService` implements :class:`Judge` over a
+backend of ``sidecar.adapters``. The usual flow::
 
-    request = build_request(rubric, transcript)         # prompt.py
-    screening = screen(request.blocks)                   # screen.py
+    screening = screen_case(rubric, transcript)          # screen.py, once per case
+    request = build_request(rubric, transcript)          # prompt.py
     raw = <one model call with request.system_instruction, request.user_text,
            request.response_schema, temperature 0, no tools>
     criteria, error = parse_verdicts(raw, request, rubric)   # parse.py
     criteria, review = apply_injection_policy(criteria, screening, policy)
 
-Transport failures, safety blocks and truncation use :func:`all_error` with a
-reason instead of parsing. Results are cached by ``request.cache_key``
-(:class:`VerdictCache`).
+The screening is computed once per case by the pipeline, before sampling
+(``always_judge: [injection_suspected]`` reads it), and handed to the judge
+with the case; the judge never screens on its own. Transport failures, safety blocks and truncation use
+:func:`all_error` with a reason instead of parsing. Results are cached by
+``request.cache_key`` (:class:`VerdictCache`). Pairwise comparison (which
+of two answers is better) has its own request and parser in
+:mod:`sidecar.judge.pairwise`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Protocol
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.parse import all_error, parse_verdicts
 from sidecar.judge.prompt import JudgeRequest, build_request, data_blocks, neutralise, new_nonce
-from sidecar.judge.screen import Screening, screen
+from sidecar.judge.screen import Screening, screen, screen_case
 from sidecar.model import CriterionResult, Outcome, Transcript
 from sidecar.rubric import InjectionPolicy, Rubric
 
@@ -45,6 +50,7 @@ __all__ = [
     "new_nonce",
     "parse_verdicts",
     "screen",
+    "screen_case",
 ]
 
 
@@ -53,13 +59,13 @@ class JudgeResult:
     """What one judgment produced.
 
     ``judged`` is False when no model verdict was obtained (every criterion is
-    then ERROR, ``error_reason`` says why). ``raw_output`` is kept for the
+    then ERROR, ``error_reason`` says why). ``review`` is the injection
+    policy's flag for the case's screening. ``raw_output`` is kept for the
     verdict record and ``sidecar judge``, never for metrics.
     """
 
     criteria: tuple[CriterionResult, ...]
     judged: bool
-    injection_suspected: bool
     review: bool
     raw_output: str | None
     error_reason: str | None
@@ -71,9 +77,11 @@ class JudgeResult:
 
 
 class Judge(Protocol):
-    """A judge backend: one rubric, one transcript, one structured verdict."""
+    """The judge: one rubric, one transcript and its screening, one structured verdict."""
 
-    async def judge(self, rubric: Rubric, transcript: Transcript) -> JudgeResult: ...
+    async def judge(
+        self, rubric: Rubric, transcript: Transcript, screening: Screening
+    ) -> JudgeResult: ...
 
     async def wait_available(self) -> None:
         """Return once a call may be attempted again (after ``JudgeUnavailable`` under ``pause``)."""

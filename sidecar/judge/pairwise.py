@@ -1,9 +1,10 @@
-"""The pairwise judge request: which of two answers to one prompt is better?
+"""Pairwise judging: which of two answers to one prompt is better, asked in both orders.
 
-Same hardening as the graded request (:mod:`sidecar.judge.prompt`): the prompt
-and both answers are data, neutralised and fenced by markers that carry a
-fresh nonce per request, so neither answer can close its block early, forge
-the other's block or speak outside the data::
+The request has the same hardening as the graded one
+(:mod:`sidecar.judge.prompt`): the prompt and both answers are data,
+neutralised and fenced by markers that carry a fresh nonce per request, so
+neither answer can close its block early, forge the other's block or speak
+outside the data::
 
     <<<BEGIN ANSWER_A 3f9c0d7e1a2b4c5d6e7f>>>
     ...neutralised answer...
@@ -11,9 +12,11 @@ the other's block or speak outside the data::
 
 The request is a :class:`~sidecar.judge.prompt.JudgeRequest`, so every judge
 backend sends it unchanged (they read ``system_instruction``, ``user_text``
-and ``response_schema``). The answer is parsed strictly: one JSON object
+and ``response_schema``); :meth:`sidecar.judge.service.JudgeService.judge_pair`
+sends it with the same slots, limits, retries and breaker as a graded case.
+The answer is parsed strictly: one JSON object
 ``{"evidence": str, "winner": "A" | "B" | "TIE"}`` and nothing else, or the
-winner is ``ERROR`` with a reason from a closed set:
+choice is ``ERROR`` with a reason from a closed set:
 
 - ``empty``, ``non_json``, ``bad_shape`` as in :mod:`sidecar.judge.parse`
   (duplicate keys and keys other than the two are ``bad_shape``; one
@@ -23,16 +26,42 @@ winner is ``ERROR`` with a reason from a closed set:
 
 The evidence is a free-text reason, not checked against the blocks: a
 comparison is usually decided by what one answer lacks, which cannot be quoted.
+
+Every pair is judged twice, the candidate first as answer A and then as answer
+B. Judges prefer a position more often than one would like (Zheng et al. 2023,
+"Judging LLM-as-a-judge"; LLMBar reports both orders for the same reason), so a
+win counts only when both orders name the same answer. How the two answers
+combine, from the candidate's side (:func:`decide`):
+
+=================  =================  ==================
+first (cand = A)   second (cand = B)  outcome
+=================  =================  ==================
+ERROR              anything           error
+anything           ERROR              error
+candidate          candidate          candidate wins
+baseline           baseline           baseline wins
+TIE                TIE                tie
+A (candidate)      A (baseline)       position bias: first
+B (baseline)       B (candidate)      position bias: second
+anything else      (e.g. win + TIE)   inconsistent
+=================  =================  ==================
+
+The statistics over many pairs (win rate and its interval) are
+:mod:`sidecar.calibrate.compare`'s.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Protocol
 
+from sidecar.errors import JudgeError
 from sidecar.judge.parse import BAD_SHAPE, load_answer
 from sidecar.judge.prompt import (
     RESPONSE,
@@ -52,7 +81,35 @@ ANSWER_B = "ANSWER_B"
 BAD_WINNER = "bad_winner"
 BAD_EVIDENCE = "bad_evidence"
 
-Winner = Literal["A", "B", "TIE", "ERROR"]
+
+class Choice(enum.StrEnum):
+    """The answer a judge named: A, B, TIE, or ERROR when it named none."""
+
+    A = "A"
+    B = "B"
+    TIE = "TIE"
+    ERROR = "ERROR"
+
+
+class PairOutcome(enum.StrEnum):
+    """What a pair's two orders add up to (:func:`decide`, the table above)."""
+
+    CANDIDATE = "candidate"
+    BASELINE = "baseline"
+    TIE = "tie"
+    POSITION_FIRST = "position_bias_first"  # the judge picked answer A both times
+    POSITION_SECOND = "position_bias_second"  # the judge picked answer B both times
+    INCONSISTENT = "inconsistent"
+    ERROR = "error"
+
+    @property
+    def position_biased(self) -> bool:
+        return self in (
+            PairOutcome.POSITION_FIRST,
+            PairOutcome.POSITION_SECOND,
+            PairOutcome.INCONSISTENT,
+        )
+
 
 DEFAULT_INSTRUCTIONS = (
     "Decide which answer serves the user's prompt better. Correctness and faithfulness to "
@@ -79,7 +136,7 @@ _HEADINGS = {
     ANSWER_A: "the first answer",
     ANSWER_B: "the second answer",
 }
-_WINNERS: frozenset[str] = frozenset({"A", "B", "TIE"})
+_WINNERS = {"A": Choice.A, "B": Choice.B, "TIE": Choice.TIE}
 
 
 def _system_instruction(instructions: str, nonce: str) -> str:
@@ -163,31 +220,125 @@ def build_pairwise_request(
 
 @dataclass(frozen=True, slots=True)
 class PairwiseAnswer:
-    """The parsed answer: ``winner`` is ERROR exactly when ``reason`` is set."""
+    """The parsed answer: ``winner`` is ERROR exactly when ``reason`` is set.
 
-    winner: Winner
+    ``reason`` is a parse reason of this module, or the judge's own failure
+    reason (``blocked``, ``truncated``, ``http_429``, ``breaker_open``, ...).
+    """
+
+    winner: Choice
     evidence: str | None = None
     reason: str | None = None
 
 
-def _error(reason: str) -> PairwiseAnswer:
-    return PairwiseAnswer("ERROR", reason=reason)
+def failed(reason: str) -> PairwiseAnswer:
+    """The answer of an order that produced no choice, with the reason."""
+    return PairwiseAnswer(Choice.ERROR, reason=reason)
 
 
 def parse_pairwise(raw: str | None) -> PairwiseAnswer:
     """The winner named by the model's raw answer, or ERROR with a reason; never a guess."""
     data, failure = load_answer(raw)
     if failure is not None:
-        return _error(failure)
+        return failed(failure)
     if not isinstance(data, dict) or set(data) != {"evidence", "winner"}:
-        return _error(BAD_SHAPE)
+        return failed(BAD_SHAPE)
     winner, evidence = data["winner"], data["evidence"]
     if not isinstance(winner, str) or winner not in _WINNERS:
-        return _error(BAD_WINNER)
+        return failed(BAD_WINNER)
     if not isinstance(evidence, str) or not evidence.strip():
-        return _error(BAD_EVIDENCE)
-    choice: Winner = "A" if winner == "A" else "B" if winner == "B" else "TIE"
-    return PairwiseAnswer(choice, evidence=evidence.strip())
+        return failed(BAD_EVIDENCE)
+    return PairwiseAnswer(_WINNERS[winner], evidence=evidence.strip())
+
+
+def decide(first: Choice, second: Choice) -> PairOutcome:
+    """Combine the two orders; ``first`` had the candidate as A, ``second`` as B."""
+    match first, second:
+        case (Choice.ERROR, _) | (_, Choice.ERROR):
+            return PairOutcome.ERROR
+        case Choice.A, Choice.B:
+            return PairOutcome.CANDIDATE
+        case Choice.B, Choice.A:
+            return PairOutcome.BASELINE
+        case Choice.TIE, Choice.TIE:
+            return PairOutcome.TIE
+        case Choice.A, Choice.A:
+            return PairOutcome.POSITION_FIRST
+        case Choice.B, Choice.B:
+            return PairOutcome.POSITION_SECOND
+        case _:
+            return PairOutcome.INCONSISTENT
+
+
+# --- both orders ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    case_id: str
+    prompt: str
+    candidate: str
+    baseline: str
+
+
+@dataclass(frozen=True, slots=True)
+class PairResult:
+    """One pair judged in both orders: ``first`` had the candidate as A, ``second`` as B."""
+
+    case_id: str
+    first: PairwiseAnswer
+    second: PairwiseAnswer
+    outcome: PairOutcome
+
+
+class PairwiseJudge(Protocol):
+    """Sends one pairwise request (``JudgeService`` is one); failures come back as ERROR."""
+
+    async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer: ...
+
+
+async def _ask(
+    judge: PairwiseJudge, model: str, instructions: str, prompt: str, a: str, b: str
+) -> PairwiseAnswer:
+    request = build_pairwise_request(prompt, a, b, instructions)
+    try:
+        return await judge.judge_pair(model, request)
+    except JudgeError as exc:
+        # A judge that raises instead of answering ERROR still yields a result.
+        return failed(exc.reason)
+
+
+async def judge_both_orders(
+    pair: Pair, judge: PairwiseJudge, model: str, instructions: str = DEFAULT_INSTRUCTIONS
+) -> PairResult:
+    first = await _ask(judge, model, instructions, pair.prompt, pair.candidate, pair.baseline)
+    second = await _ask(judge, model, instructions, pair.prompt, pair.baseline, pair.candidate)
+    return PairResult(pair.case_id, first, second, decide(first.winner, second.winner))
+
+
+async def compare_pairs(
+    pairs: Sequence[Pair],
+    judge: PairwiseJudge,
+    *,
+    model: str,
+    instructions: str = DEFAULT_INSTRUCTIONS,
+    concurrency: int = 4,
+) -> tuple[PairResult, ...]:
+    """Judge every pair in both orders with at most ``concurrency`` pairs in flight.
+
+    Results come in the order of ``pairs``; each order is a fresh request.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(pair: Pair) -> PairResult:
+        async with gate:
+            return await judge_both_orders(pair, judge, model, instructions)
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(one(pair)) for pair in pairs]
+    return tuple(task.result() for task in tasks)
 
 
 def screen_pair(prompt: str, candidate: str, baseline: str) -> Screening:

@@ -32,7 +32,9 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS
+from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, data_blocks
+from sidecar.model import Transcript
+from sidecar.rubric import Rubric
 
 
 @dataclass(frozen=True, slots=True)
@@ -594,3 +596,12 @@ def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
                     if sentence_rule.matches(sentence):
                         hit(name, sentence_rule.name)
     return Screening(suspected=bool(signals), signals=tuple(signals))
+
+
+def screen_case(rubric: Rubric, transcript: Transcript) -> Screening:
+    """Screen one case: the blocks its judge request will show (``data_blocks``).
+
+    The pipeline calls this once per case, before sampling, and hands the
+    result to the judge; the judge does not screen again.
+    """
+    return screen(data_blocks(rubric, transcript))

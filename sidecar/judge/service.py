@@ -1,16 +1,29 @@
-"""The judge service: one guarded model call per case, turned into strict verdicts.
+"""The judge service: one guarded model call per request, turned into strict verdicts.
+
+Entry points, all through the same guarded call:
+
+- :meth:`JudgeService.judge`: one case (rubric, transcript and the case's
+  precomputed :class:`~sidecar.judge.screen.Screening`);
+- :meth:`JudgeService.judge_request`: the same for a request built already
+  (``sidecar judge`` prints it first);
+- :meth:`JudgeService.judge_pair`: one pairwise request of
+  :mod:`sidecar.judge.pairwise` (``sidecar compare``).
 
 Order of work for one case (each step may end it)::
 
-    build_request -> screen -> cache lookup            (hit: cached verdicts)
+    build_request -> cache lookup                      (hit: cached verdicts)
     -> breaker check                                   (open: unavailable)
     -> concurrency slot -> rate limits -> backend call (retried with backoff)
     -> blocked? truncated? -> parse_verdicts -> injection policy -> cache put
 
+The service does not screen: the pipeline screens each case once, before
+sampling, and the injection policy applies that screening.
+
 A judge that cannot be reached ends as ``on_judge_unavailable`` says:
 ``error`` returns ERROR for every criterion with reason ``judge_unavailable``;
 ``pause`` raises ``JudgeUnavailable`` so the pipeline stops consuming, waits
-on :meth:`JudgeService.wait_available` and submits the case again.
+on :meth:`JudgeService.wait_available` and submits the case again. A pairwise
+request never raises: its order becomes ERROR with the failure's reason.
 
 Retries happen only for the reasons in ``RETRIABLE``; every failed HTTP call
 counts against the model's circuit breaker, every answered one resets it.
@@ -31,8 +44,9 @@ from sidecar.judge import JudgeResult, all_error, apply_injection_policy, parse_
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
 from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
+from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
 from sidecar.judge.prompt import JudgeRequest, build_request
-from sidecar.judge.screen import Screening, screen
+from sidecar.judge.screen import Screening
 from sidecar.model import CriterionResult, Outcome, Transcript
 from sidecar.rubric import Rubric
 
@@ -186,15 +200,19 @@ class JudgeService:
 
     # --- judging ------------------------------------------------------------
 
-    async def judge(self, rubric: Rubric, transcript: Transcript) -> JudgeResult:
-        return await self.judge_request(rubric, build_request(rubric, transcript))
+    async def judge(
+        self, rubric: Rubric, transcript: Transcript, screening: Screening
+    ) -> JudgeResult:
+        """Judge one case; ``screening`` is the case's, from ``screen_case``."""
+        return await self.judge_request(rubric, build_request(rubric, transcript), screening)
 
-    async def judge_request(self, rubric: Rubric, request: JudgeRequest) -> JudgeResult:
+    async def judge_request(
+        self, rubric: Rubric, request: JudgeRequest, screening: Screening
+    ) -> JudgeResult:
         """Judge a request built by ``build_request`` (``sidecar judge`` shows it first)."""
         if rubric.judge is None:
             raise ValueError(f"rubric {rubric.id!r} has no judge block")
         model = rubric.judge.model
-        screening = screen(request.blocks)
 
         cached = self._cache.get(request.cache_key) if self._cache is not None else None
         if self._cache is not None:
@@ -210,7 +228,7 @@ class JudgeService:
             self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
             if self._settings.on_judge_unavailable is UnavailablePolicy.PAUSE:
                 raise
-            return self._failed(rubric, request, screening, JUDGE_UNAVAILABLE, None)
+            return self._failed(rubric, request, JUDGE_UNAVAILABLE, None)
 
         self._count_usage(model, reply)
         # Precedence: a blocked answer says nothing; a truncated one is incomplete
@@ -223,11 +241,35 @@ class JudgeService:
             criteria, failure = parse_verdicts(reply.text, request, rubric)
         if failure is not None:
             self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
-            return self._failed(rubric, request, screening, failure, reply)
+            return self._failed(rubric, request, failure, reply)
 
         if self._cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
             self._cache.put(request.cache_key, _Cached(criteria, reply.text))
         return self._verdicts(rubric, request, screening, criteria, reply.text, reply=reply)
+
+    async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
+        """Send a request of ``build_pairwise_request``; every failure is an ERROR answer.
+
+        Same slots, limits, retries, breaker and metrics as a graded case; no
+        cache (each order is asked afresh) and no injection policy (``sidecar
+        compare`` lists suspected pairs and keeps their verdicts).
+        """
+        try:
+            reply = await self._call(model, request)
+        except JudgeUnavailable as exc:
+            self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
+            return failed(exc.reason)
+        self._count_usage(model, reply)
+        # The same precedence as for a graded case.
+        if reply.blocked:
+            answer = failed(BLOCKED)
+        elif reply.truncated:
+            answer = failed(TRUNCATED)
+        else:
+            answer = parse_pairwise(reply.text)
+        if answer.reason is not None:
+            self._metrics.judge_errors.labels(judge_model=model, reason=answer.reason).inc()
+        return answer
 
     def _verdicts(
         self,
@@ -251,7 +293,6 @@ class JudgeService:
         return JudgeResult(
             criteria=final,
             judged=True,
-            injection_suspected=screening.suspected,
             review=review,
             raw_output=raw_output,
             error_reason=None,
@@ -263,17 +304,11 @@ class JudgeService:
         )
 
     def _failed(
-        self,
-        rubric: Rubric,
-        request: JudgeRequest,
-        screening: Screening,
-        reason: str,
-        reply: BackendReply | None,
+        self, rubric: Rubric, request: JudgeRequest, reason: str, reply: BackendReply | None
     ) -> JudgeResult:
         return JudgeResult(
             criteria=all_error(rubric, reason),
             judged=False,
-            injection_suspected=screening.suspected,
             review=False,
             raw_output=reply.text if reply else None,
             error_reason=reason,
