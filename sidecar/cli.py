@@ -66,8 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    return call(args, lambda: handler(args))
+
+
+def call(args: argparse.Namespace, run: Callable[[], int]) -> int:
+    """Run a command (``run`` calls its handler); map what it raises to a line and an exit code."""
     try:
-        return handler(args)
+        return run()
     except SidecarError as exc:
         return report(exc, args)
     except KeyboardInterrupt:

@@ -18,7 +18,7 @@ import pytest
 
 from sidecar.adapters.metrics import Metrics
 from sidecar.calibrate.stats import wilson_interval
-from sidecar.cli import build_parser, main
+from sidecar.cli import build_parser, call, main
 from sidecar.commands import compare as compare_command
 from sidecar.judge.pairwise import (
     ANSWER_A,
@@ -211,7 +211,7 @@ def run_compare(
     seams: dict[str, Any] = {"sleep": sleeps, "rand": lambda: 0.5}
     if environ is not None:
         seams["environ"] = environ
-    code = compare_command.run(args, **seams)
+    code = call(args, lambda: compare_command.run(args, **seams))
     captured = capsys.readouterr()
     return Outcome(code, captured.out, captured.err, sleeps.delays)
 

@@ -44,7 +44,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.calibrate.compare import CompareReport
 from sidecar.calibrate.report import fmt
 from sidecar.commands._io import consoles, read_lines, write_output
-from sidecar.errors import InputFileError, UsageError
+from sidecar.errors import ConfigError, InputFileError, UsageError
 from sidecar.judge.pairwise import (
     DEFAULT_INSTRUCTIONS,
     Pair,
@@ -208,11 +208,6 @@ async def _judge_all(
         )
 
 
-def _fail(message: object) -> int:
-    print(f"sidecar compare: {message}", file=sys.stderr)
-    return 2
-
-
 def run(
     args: argparse.Namespace,
     *,
@@ -232,10 +227,10 @@ def run(
         records = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
         pairs = [Pair(r.id, r.prompt, r.candidate, r.baseline) for r in records]
         settings = load_settings(args.config).judge
-    except (UsageError, ValueError) as exc:
-        return _fail(exc)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     if not judge_configured(settings, environ):
-        return _fail(judge_credentials_hint())
+        raise ConfigError(judge_credentials_hint())
     suspected = {
         pair.case_id: screening.signals
         for pair in pairs
@@ -247,7 +242,7 @@ def run(
     try:
         backend = make_backend(settings, environ)
     except ValueError as exc:  # google-genai refuses to start without its credentials
-        return _fail(f"{judge_credentials_hint()} ({exc})")
+        raise ConfigError(f"{judge_credentials_hint()} ({exc})") from exc
     judge = JudgeService(backend, settings, metrics or Metrics(), sleep=sleep, rand=rand)
     results = asyncio.run(_judge_all(judge, pairs, args.model, instructions, settings.concurrency))
     report = CompareReport(results, args.confidence)
@@ -260,8 +255,5 @@ def run(
     if args.json_out:
         document = json_document(report, args, instructions, errors, suspected)
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-        try:
-            write_output(args.json_out, text, sys.stdout)
-        except InputFileError as exc:
-            return _fail(exc)
+        write_output(args.json_out, text, sys.stdout)
     return 0

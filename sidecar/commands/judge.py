@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--trace-id", help="which trace in the file (default: the first)")
     parser.add_argument("--config", type=Path, help="YAML settings file (judge backend settings)")
     parser.add_argument("--dry-run", action="store_true", help="print the request only")
-    parser.set_defaults(handler=handle)
+    parser.set_defaults(handler=handle, error_prefix=parser.prog)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -66,8 +66,7 @@ def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     judge = build_judge(settings.judge, None)
     if judge is None:
-        print(f"sidecar judge: {judge_credentials_hint()}", file=sys.stderr)
-        return 2
+        raise ConfigError(judge_credentials_hint())
     result = asyncio.run(_judge(judge, rubric, request, screening))
     out.write("## raw answer\n\n" + (result.raw_output or "(none)") + "\n\n")
     out.write("## parsed verdict\n\n")
