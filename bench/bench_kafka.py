@@ -1,0 +1,388 @@
+"""Kafka-path throughput, side by side, in one run on one topic of the real broker.
+
+Produces ``--traces`` agent traces (OTel GenAI conventions, one OTLP protobuf
+record per trace keyed by its hex trace id, as the Collector's kafka exporter
+with ``partition_traces_by_id`` writes them) to a fresh topic, then lets three
+readers consume the same topic, each in its own consumer group:
+
+- a bare aiokafka consumer (no decoding): the ceiling of the client;
+- the OpenTelemetry Collector's kafkareceiver (``scripts/build-collector``),
+  decoding to pdata, into the debug exporter;
+- ``sidecar run`` with the judge off and a rubric using every check type,
+  from the first span read to the last verdict record acknowledged.
+
+Each reader's rate is spans / (time of its last span or verdict - time of its
+first span read); the Collector and the sidecar are timed from their own
+metrics endpoints, polled every 20 ms. Figures on a shared machine are noisy:
+compare the ratios printed at the end, which are measured in the same run.
+
+    .venv/bin/python bench/bench_kafka.py [--traces 10000] [--partitions 3]
+        [--bootstrap HOST:PORT] [--otelcol PATH] [--skip collector,sidecar]
+
+Without ``--bootstrap`` (or ``SIDECAR_TEST_KAFKA``) a broker is started with
+``scripts/kafka/broker.py`` and stopped afterwards. The last line is one
+summary that CI logs can keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
+
+from tests.agents.genai_spans import make_cases  # noqa: E402
+from tests.agents.otlp import encode_request  # noqa: E402
+
+CACHE = Path(os.environ.get("SIDECAR_CACHE", Path.home() / ".cache" / "sidecar"))
+POLL_S = 0.02
+
+# Every check type, on both agents of the generated traces.
+RUBRIC = """
+id: bench-all-checks
+version: "1"
+checks:
+  - {name: allowed_tools, type: tool_allowlist,
+     tools: [lookup_order, issue_refund, get_user_details, get_reservation_details, cancel_reservation]}
+  - {name: no_delete, type: tool_denylist, tools: [delete_account]}
+  - {name: at_most_8_calls, type: max_tool_calls, limit: 8}
+  - name: refund_args
+    type: tool_arguments
+    tool: issue_refund
+    schema: {type: object, required: [order_id, amount], properties: {amount: {type: number, maximum: 500}}}
+  - name: looked_up_first
+    type: required_tool_calls
+    order: any_order
+    calls: [{name: lookup_order}]
+    gate: false
+  - {name: no_apology_loop, type: answer_regex, must_not_match: "(?i)as an ai language model"}
+  - {name: answer_is_text, type: answer_json_schema, schema: {type: string}, gate: false}
+  - {name: fast_enough, type: max_latency_ms, limit: 30000, gate: false}
+  - {name: no_error_spans, type: no_error_spans}
+  - {name: amount_grounded, type: grounded_numbers}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    records: list[tuple[bytes, bytes]]
+    spans: int
+    traces: int
+    payload_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    reader: str
+    seconds: float
+    spans: int
+    rss_mb: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.spans / self.seconds if self.seconds > 0 else float("inf")
+
+
+def make_load(traces: int) -> Load:
+    cases = make_cases(traces, seed=7)
+    records = [(c.trace_id.encode(), encode_request(c.spans)) for c in cases]
+    spans = sum(len(c.spans) for c in cases)
+    return Load(records, spans, len(cases), sum(len(v) for _, v in records))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def produce(bootstrap: str, topic: str, partitions: int, load: Load) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+        )
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, max_request_size=8 * 1024 * 1024
+    )
+    await producer.start()
+    try:
+        batch = [await producer.send(topic, value, key=key) for key, value in load.records]
+        await asyncio.gather(*batch)
+    finally:
+        await producer.stop()
+
+
+async def bare_consumer(bootstrap: str, topic: str, load: Load) -> Result:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-bare-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        seen = 0
+        first: float | None = None
+        while seen < len(load.records):
+            # The clock starts at the fetch that brought the first records, so
+            # that fetch counts too (the others are timed from their first span).
+            asked = time.perf_counter()
+            batches = await consumer.getmany(timeout_ms=100, max_records=5000)
+            got = sum(len(records) for records in batches.values())
+            if got and first is None:
+                first = asked
+            seen += got
+        assert first is not None
+        return Result("bare aiokafka consumer", time.perf_counter() - first, load.spans)
+    finally:
+        await consumer.stop()
+
+
+def scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
+
+
+def metric_sum(text: str, name: str, where: str = "") -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name)] in " {") and where in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def timed_by_metrics(
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    url: str,
+    started: Callable[[str], bool],
+    done: Callable[[str], bool],
+    what: str,
+    timeout_s: float = 600.0,
+) -> float:
+    """Seconds from the first poll where ``started`` holds to the first where ``done`` does."""
+    deadline = time.monotonic() + timeout_s
+    first: float | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it finished:\n{tail}")
+        text = scrape(url)
+        now = time.perf_counter()
+        if first is None and text and started(text):
+            first = now
+        if first is not None and done(text):
+            return now - first
+        time.sleep(POLL_S)
+    raise RuntimeError(f"{what} did not finish within {timeout_s:.0f} s")
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+    return int(found.group(1)) / 1024 if found else None
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def collector(binary: Path, bootstrap: str, topic: str, load: Load, work: Path) -> Result:
+    port = free_port()
+    config = work / "otelcol.yaml"
+    config.write_text(
+        f"""
+receivers:
+  kafka:
+    brokers: ["{bootstrap}"]
+    group_id: bench-otelcol-{uuid.uuid4().hex[:8]}
+    initial_offset: earliest
+    traces:
+      topics: ["{topic}"]
+      encoding: otlp_proto
+exporters:
+  debug:
+    verbosity: basic
+service:
+  telemetry:
+    logs: {{level: warn}}
+    metrics:
+      level: normal
+      readers:
+        - pull:
+            exporter:
+              prometheus: {{host: 127.0.0.1, port: {port}}}
+  pipelines:
+    traces:
+      receivers: [kafka]
+      exporters: [debug]
+"""
+    )
+    log_path = work / "otelcol.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [str(binary), "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+    )
+    name = "otelcol_receiver_accepted_spans"
+    try:
+        seconds = timed_by_metrics(
+            proc,
+            log_path,
+            f"http://127.0.0.1:{port}/metrics",
+            lambda t: metric_sum(t, name) + metric_sum(t, name + "_total") > 0,
+            lambda t: metric_sum(t, name) + metric_sum(t, name + "_total") >= load.spans,
+            "the Collector",
+        )
+        return Result("Collector kafkareceiver", seconds, load.spans, peak_rss_mb(proc.pid))
+    finally:
+        stop(proc)
+        log.close()
+
+
+def sidecar(bootstrap: str, topic: str, load: Load, work: Path) -> Result:
+    port = free_port()
+    rubrics = work / "rubrics"
+    rubrics.mkdir()
+    (rubrics / "bench.yaml").write_text(RUBRIC)
+    config = work / "sidecar.yaml"
+    config.write_text(
+        f"""
+rubrics_dir: {rubrics}
+kafka:
+  bootstrap_servers: "{bootstrap}"
+  topic: {topic}
+  group_id: bench-sidecar-{uuid.uuid4().hex[:8]}
+  dead_letter_topic: {topic}.dlq
+  verdict_topic: {topic}.verdicts
+assembler: {{decision_wait_s: 0.5}}
+metrics: {{host: 127.0.0.1, port: {port}}}
+review: {{enabled: false}}
+otel: {{enabled: false}}
+"""
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
+    log_path = work / "sidecar.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "run", "--config", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=REPO,
+    )
+    try:
+        seconds = timed_by_metrics(
+            proc,
+            log_path,
+            f"http://127.0.0.1:{port}/metrics",
+            lambda t: metric_sum(t, "sidecar_spans_total") > 0,
+            lambda t: metric_sum(t, "sidecar_cases_total") >= load.traces,
+            "sidecar run",
+        )
+        return Result("sidecar run (judge off)", seconds, load.spans, peak_rss_mb(proc.pid))
+    finally:
+        stop(proc)
+        log.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=10_000)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--bootstrap", default=os.environ.get("SIDECAR_TEST_KAFKA"))
+    parser.add_argument(
+        "--otelcol",
+        type=Path,
+        default=Path(os.environ.get("SIDECAR_OTELCOL", CACHE / "otelcol" / "otelcol-sidecar")),
+    )
+    parser.add_argument("--skip", default="", help="comma-separated: collector, sidecar")
+    args = parser.parse_args()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if "collector" not in skip and not args.otelcol.is_file():
+        sys.exit(
+            f"no Collector at {args.otelcol}: run scripts/build-collector (or --skip collector)"
+        )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        broker_state = None
+        bootstrap = args.bootstrap
+        if not bootstrap:
+            broker_state = work / "kafka"
+            subprocess.run(
+                [sys.executable, str(REPO / "scripts/kafka/broker.py"), "start", str(broker_state)],
+                check=True,
+            )
+            bootstrap = (broker_state / "bootstrap").read_text().strip()
+        try:
+            load = make_load(args.traces)
+            print(
+                f"load: {load.traces} traces, {load.spans} spans, "
+                f"{load.payload_bytes / load.spans:.0f} bytes/span, {args.partitions} partitions",
+                flush=True,
+            )
+            topic = f"bench.{uuid.uuid4().hex[:8]}"
+            asyncio.run(produce(bootstrap, topic, args.partitions, load))
+            results = [asyncio.run(bare_consumer(bootstrap, topic, load))]
+            if "collector" not in skip:
+                results.append(collector(args.otelcol, bootstrap, topic, load, work))
+            if "sidecar" not in skip:
+                results.append(sidecar(bootstrap, topic, load, work))
+        finally:
+            if broker_state is not None:
+                subprocess.run(
+                    [
+                        sys.executable,
+                        str(REPO / "scripts/kafka/broker.py"),
+                        "stop",
+                        str(broker_state),
+                    ],
+                    check=False,
+                )
+    for r in results:
+        rss = f", peak RSS {r.rss_mb:.0f} MB" if r.rss_mb is not None else ""
+        print(f"{r.reader:<26} {r.rate:>10.0f} spans/s  ({r.seconds:.2f} s{rss})")
+    rates = {r.reader.split()[0]: r.rate for r in results}
+    summary = " ".join(f"{k}={v:.0f}" for k, v in rates.items())
+    if "sidecar" in rates and "Collector" in rates:
+        summary += f" sidecar/collector={rates['sidecar'] / rates['Collector']:.3f}"
+    if "sidecar" in rates:
+        summary += f" sidecar/bare={rates['sidecar'] / rates['bare']:.3f}"
+    print(f"bench_kafka: spans={load.spans} {summary}")
+
+
+if __name__ == "__main__":
+    main()
