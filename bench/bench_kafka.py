@@ -18,6 +18,7 @@ compare the ratios printed at the end, which are measured in the same run.
 
     .venv/bin/python bench/bench_kafka.py [--traces 10000] [--partitions 3]
         [--bootstrap HOST:PORT] [--otelcol PATH] [--skip collector,sidecar]
+        [--profile stacks.txt]   # sidecar run sampled by py-spy (collapsed stacks)
 
 Without ``--bootstrap`` (or ``SIDECAR_TEST_KAFKA``) a broker is started with
 ``scripts/kafka/broker.py`` and stopped afterwards. The last line is one
@@ -30,6 +31,8 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -272,7 +275,9 @@ service:
         log.close()
 
 
-def sidecar(bootstrap: str, topic: str, load: Load, work: Path) -> Result:
+def sidecar(
+    bootstrap: str, topic: str, load: Load, work: Path, profile: Path | None = None
+) -> Result:
     port = free_port()
     rubrics = work / "rubrics"
     rubrics.mkdir()
@@ -303,6 +308,27 @@ otel: {{enabled: false}}
         env=env,
         cwd=REPO,
     )
+    spy = None
+    if profile is not None:
+        # py-spy samples the running service from outside; it writes collapsed
+        # stacks (one per line) when interrupted.
+        binary = shutil.which("py-spy") or sys.exit("--profile needs py-spy on PATH")
+        spy = subprocess.Popen(
+            [
+                binary,
+                "record",
+                "--format",
+                "raw",
+                "--rate",
+                "200",
+                "-o",
+                str(profile),
+                "--pid",
+                str(proc.pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     try:
         seconds = timed_by_metrics(
             proc,
@@ -314,6 +340,9 @@ otel: {{enabled: false}}
         )
         return Result("sidecar run (judge off)", seconds, load.spans, peak_rss_mb(proc.pid))
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         stop(proc)
         log.close()
 
@@ -329,6 +358,9 @@ def main() -> None:
         default=Path(os.environ.get("SIDECAR_OTELCOL", CACHE / "otelcol" / "otelcol-sidecar")),
     )
     parser.add_argument("--skip", default="", help="comma-separated: collector, sidecar")
+    parser.add_argument(
+        "--profile", type=Path, help="sample sidecar run with py-spy into this file (raw stacks)"
+    )
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if "collector" not in skip and not args.otelcol.is_file():
@@ -360,7 +392,7 @@ def main() -> None:
             if "collector" not in skip:
                 results.append(collector(args.otelcol, bootstrap, topic, load, work))
             if "sidecar" not in skip:
-                results.append(sidecar(bootstrap, topic, load, work))
+                results.append(sidecar(bootstrap, topic, load, work, args.profile))
         finally:
             if broker_state is not None:
                 subprocess.run(
