@@ -33,7 +33,7 @@ from sidecar.conventions import (
     read_span,
     unwrap_io,
 )
-from tests.spans import span
+from tests.builders import span
 
 ADK = "gcp.vertex.agent"
 

@@ -23,7 +23,7 @@ from sidecar.pipeline import conclude, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
-from tests.spans import ToolSpec, genai_trace
+from tests.builders import ToolSpec, genai_trace
 
 # Tasks with 3 to 5 actions: repeated tool names with different arguments
 # (2, 12), nested arguments (7, 8), reads and writes mixed.

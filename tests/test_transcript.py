@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.model import ErrorSpan, SpanKind, ToolCall, Trace, Transcript
 from sidecar.transcript import build_transcript
-from tests.spans import (
+from tests.builders import (
     MS,
     TRACE_ID,
     ToolSpec,
