@@ -26,6 +26,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from sidecar.model import (
     AttrValue,
     DecideReason,
@@ -133,12 +135,26 @@ def judge_block(
     }
 
 
+def sampling(judge_ratio: float, *always_judge: str) -> dict[str, Any]:
+    """A rubric's ``sampling`` block: judge this share of traces, and always on these rules."""
+    return {"judge_ratio": judge_ratio, "always_judge": list(always_judge)}
+
+
 def rubric(base: Mapping[str, Any] | None = None, /, **fields: Any) -> Rubric:
     """A rubric validated as if read from a file: ``base`` then ``fields``, keys as in YAML.
 
     Without them it is rubric ``r`` version ``1`` with no checks and no judge.
     """
     return Rubric.model_validate({"id": "r", "version": "1", **(base or {}), **fields})
+
+
+def rubric_yaml(base: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
+    """``base`` updated with ``fields`` as a rubric file's YAML text; a field set to None is left out.
+
+    Unlike ``rubric`` nothing is added or validated: this is the input of the parser's tests.
+    """
+    data = {**(base or {}), **fields}
+    return yaml.safe_dump({k: v for k, v in data.items() if v is not None}, sort_keys=False)
 
 
 # --- the refund case the judge tests grade ------------------------------------------------
