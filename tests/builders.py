@@ -5,7 +5,8 @@ own field names as keyword overrides, so a test names only what it is about::
 
     transcript(tool_call("issue_refund", {"amount": 40}), answer="Refunded $40.")
     rubric(checks=[{"name": "clean", "type": "no_error_spans"}])
-    trace(span("invoke_agent shop"), span("chat", parent=span_id(1)))
+    root = span("invoke_agent shop")
+    trace(root, span("chat", parent=root))
 
 The defaults describe an ordinary captured run (a question, an answer, a
 latency); ``None`` means *not captured*, as in the records themselves.
@@ -165,6 +166,7 @@ TOOL_RESULT = '{"order": "A-1001", "refund": "approved", "amount": 42.5}'
 
 
 def refund_rubric(
+    *,
     model: str = JUDGE_MODEL,
     criteria: Sequence[str | Mapping[str, Any]] = CRITERIA,
     on_injection_suspected: str = "review",
@@ -181,6 +183,7 @@ def refund_rubric(
 
 
 def refund_transcript(
+    *,
     answer: str = ANSWER,
     user_input: str = "Where is my refund for order A-1001?",
     tool_result: str = TOOL_RESULT,
@@ -194,7 +197,6 @@ def refund_transcript(
         agent_version="1.4.0",
         user_input=user_input,
         answer=answer,
-        latency_ms=None,
         models=("gemini-2.0-flash",),
     )
 
