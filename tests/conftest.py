@@ -1,13 +1,22 @@
-"""Shared fixtures: the real Kafka broker started by scripts/test, and paths to shared data."""
+"""Shared fixtures: the real Kafka broker started by scripts/test, paths to shared data, the judge.
+
+``judge_server`` is an in-process Gemini/OpenAI-compatible server
+(``tests.gemini_server``); ``no_judge_credentials`` unsets every variable a
+judge could authenticate with and returns the ``MonkeyPatch`` that did it, so a
+test may set the one credential it means to use.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import realparts
+from tests.gemini_server import JudgeServer
+from tests.judge_fixtures import clear_judge_credentials
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -30,3 +39,18 @@ def kafka_bootstrap() -> str:
 @pytest.fixture
 def topic_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def judge_server() -> Iterator[JudgeServer]:
+    server = JudgeServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def no_judge_credentials(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    clear_judge_credentials(monkeypatch)
+    return monkeypatch

@@ -1,30 +1,47 @@
-"""Fixtures and builders shared by the judge tests (import what you use)."""
+"""What the judge tests share besides records: a manual clock, the judge's answers, credentials.
+
+Records (the refund rubric and transcript the judge grades) come from
+``tests.builders``; the ``judge_server`` and ``no_judge_credentials`` fixtures
+from ``tests/conftest.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import os
 from typing import Any
 
 import pytest
 
-from sidecar.model import ToolCall, Transcript
-from sidecar.rubric import Rubric
-from tests.gemini_server import JudgeServer
+from sidecar.judge.config import JudgeSettings
 
-CRITERIA = ("grounded", "polite")
-JUDGE_MODEL = "gemini-2.5-flash"
-ANSWER = "Your refund of 42.50 EUR for order A-1001 was approved and will arrive in 3 days."
-TOOL_RESULT = '{"order": "A-1001", "refund": "approved", "amount": 42.5}'
+# Every variable that lets a judge authenticate or chooses where it goes: google-genai's
+# (Gemini API and Vertex AI, with google-auth's), the OpenAI-compatible backend's key, and
+# sidecar's own judge settings (SIDECAR_JUDGE__*, cleared by prefix).
+JUDGE_CREDENTIALS = (
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_API_VERSION",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_USE_ENTERPRISE",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GCLOUD_PROJECT",
+    JudgeSettings().openai_api_key_env,
+)
+JUDGE_SETTINGS_PREFIX = "SIDECAR_JUDGE__"
 
 
-@pytest.fixture
-def judge_server() -> Iterator[JudgeServer]:
-    server = JudgeServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def clear_judge_credentials(env: pytest.MonkeyPatch) -> None:
+    """Unset every judge credential for as long as ``env`` is not undone."""
+    for name in (
+        *JUDGE_CREDENTIALS,
+        *(n for n in os.environ if n.startswith(JUDGE_SETTINGS_PREFIX)),
+    ):
+        env.delenv(name, raising=False)
 
 
 class FakeClock:
@@ -46,60 +63,6 @@ class FakeClock:
         await asyncio.sleep(0)
 
 
-def make_rubric(
-    model: str = JUDGE_MODEL,
-    criteria: tuple[str, ...] = CRITERIA,
-    on_injection_suspected: str = "review",
-    **extra: Any,
-) -> Rubric:
-    return Rubric.model_validate(
-        {
-            "id": "refunds",
-            "version": "3",
-            "judge": {
-                "model": model,
-                "instructions": "Grade the support agent's refund answer.",
-                "criteria": [
-                    {
-                        "name": name,
-                        "definition": f"The answer is {name}.",
-                        "pass_example": f"A {name} answer.",
-                        "fail_example": f"An answer that is not {name}.",
-                    }
-                    for name in criteria
-                ],
-                "on_injection_suspected": on_injection_suspected,
-            },
-            **extra,
-        }
-    )
-
-
-def make_transcript(
-    answer: str = ANSWER,
-    user_input: str = "Where is my refund for order A-1001?",
-    tool_result: str = TOOL_RESULT,
-    trace_id: str = "4bf92f3577b34da6a3ce929d0e0e4736",
-) -> Transcript:
-    return Transcript(
-        trace_id=trace_id,
-        root_span_id="00f067aa0ba902b7",
-        agent_name="support",
-        agent_version="1.4.0",
-        user_input=user_input,
-        tool_calls=(
-            ToolCall(
-                name="lookup_order",
-                call_id="call-1",
-                arguments='{"order": "A-1001"}',
-                result=tool_result,
-            ),
-        ),
-        answer=answer,
-        models=("gemini-2.0-flash",),
-    )
-
-
 def verdicts(*entries: tuple[str, str, str]) -> dict[str, Any]:
     """``("grounded", "PASS", "quote")`` tuples as the judge's JSON answer."""
     return {
@@ -110,6 +73,7 @@ def verdicts(*entries: tuple[str, str, str]) -> dict[str, Any]:
     }
 
 
+# The judge's answer that passes ``refund_transcript()`` on ``refund_rubric()``.
 GOOD_VERDICTS = verdicts(
     ("grounded", "PASS", "refund of 42.50 EUR for order A-1001 was approved"),
     ("polite", "PASS", "NONE"),

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from sidecar.checks import run_checks
 from sidecar.decode import decode
-from sidecar.model import DecideReason, Outcome, Span, SpanKind, StatusCode, Trace
+from sidecar.model import Outcome, Span, SpanKind, StatusCode
 from sidecar.rubric import load_rubrics, route
 from sidecar.transcript import build_transcript
 from tests.agents import refund_shop
@@ -35,6 +35,7 @@ from tests.agents.genai_spans import (
 )
 from tests.agents.otlp import encode_request, split_requests
 from tests.agents.refund_shop import REFUND_INJECTION, REFUND_OK, SCENARIOS, Scenario
+from tests.builders import trace
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "sidecar" / "demo_data"
@@ -54,10 +55,6 @@ def _hex(span: ReadableSpan) -> tuple[str, str, str | None]:
     assert span.context is not None
     parent = format(span.parent.span_id, "016x") if span.parent else None
     return format(span.context.trace_id, "032x"), format(span.context.span_id, "016x"), parent
-
-
-def _trace(spans: list[Span]) -> Trace:
-    return Trace(spans[0].trace_id, tuple(spans), DecideReason.FLUSH)
 
 
 def _by_name(spans: list[Span]) -> dict[str, list[Span]]:
@@ -228,7 +225,7 @@ TOOLS = {tool.__name__: tool for tool in refund_shop.TOOLS}
 @pytest.mark.parametrize(("spans_of", "scenario"), ADK_RUNS)
 def test_adk_transcript_has_input_tools_and_answer(spans_of: AdkSpans, scenario: Scenario) -> None:
     spans = spans_of(scenario.name)
-    transcript = build_transcript(_trace(spans), {"web_fetch"})
+    transcript = build_transcript(trace(*spans), {"web_fetch"})
     assert transcript.agent_name == "refund_agent"
     assert transcript.agent_version == "1.4.2"
     assert transcript.user_input == scenario.user_input
@@ -253,7 +250,7 @@ def test_adk_transcript_has_input_tools_and_answer(spans_of: AdkSpans, scenario:
 
 @pytest.mark.parametrize("spans_of", ADK_VERSIONS)
 def test_adk_transcript_marks_web_fetch_untrusted(spans_of: AdkSpans) -> None:
-    transcript = build_transcript(_trace(spans_of(REFUND_INJECTION.name)), {"web_fetch"})
+    transcript = build_transcript(trace(*spans_of(REFUND_INJECTION.name)), {"web_fetch"})
     fetched = [c for c in transcript.tool_calls if c.name == "web_fetch"]
     assert len(fetched) == 1
     assert fetched[0].untrusted
@@ -267,7 +264,7 @@ def test_adk_scenarios_fail_the_bundled_rubrics_as_intended(
 ) -> None:
     spans = spans_of(scenario.name)
     (rubric,) = route(load_rubrics(DEMO / "rubrics"), spans[0].resource, {})
-    results = run_checks(rubric, build_transcript(_trace(spans), rubric.untrusted_tools))
+    results = run_checks(rubric, build_transcript(trace(*spans), rubric.untrusted_tools))
     assert not [r for r in results if r.outcome is Outcome.ERROR]
     assert {r.name for r in results if r.outcome is Outcome.FAIL} == scenario.expected_failures
 
@@ -329,7 +326,7 @@ def test_split_requests_keeps_every_span_once(parts: int) -> None:
 
 
 def test_genai_trace_transcript() -> None:
-    transcript = build_transcript(_trace(decode(encode_request(_genai()))))
+    transcript = build_transcript(trace(*decode(encode_request(_genai()))))
     assert transcript.user_input == "Refund A7"
     assert transcript.answer == "Refunded $12.5."
     assert [(c.name, c.call_id, c.result) for c in transcript.tool_calls] == [
@@ -357,7 +354,7 @@ def test_genai_without_content_capture_has_no_content() -> None:
     }
     spans = decode(encode_request(_genai(capture_content=False)))
     assert not any(content_keys & set(s.attributes) for s in spans)
-    transcript = build_transcript(_trace(spans))
+    transcript = build_transcript(trace(*spans))
     assert transcript.user_input is None
     assert transcript.answer is None
 
@@ -402,7 +399,7 @@ def test_demo_checks_fail_exactly_where_intended() -> None:
     assert set(traces) == set(expected)
     for trace_id, spans in traces.items():
         (rubric,) = route(rubrics, spans[0].resource, {})
-        transcript = build_transcript(_trace(spans), rubric.untrusted_tools)
+        transcript = build_transcript(trace(*spans), rubric.untrusted_tools)
         results = run_checks(rubric, transcript)
         assert not [r for r in results if r.outcome is Outcome.ERROR], trace_id
         failing = sorted(r.name for r in results if r.outcome is Outcome.FAIL)
@@ -436,7 +433,7 @@ def test_make_cases_fail_the_bundled_rubrics_as_labelled() -> None:
     for case in cases:
         spans = decode(encode_request(case.spans))
         (rubric,) = route(rubrics, spans[0].resource, {})
-        results = run_checks(rubric, build_transcript(_trace(spans), rubric.untrusted_tools))
+        results = run_checks(rubric, build_transcript(trace(*spans), rubric.untrusted_tools))
         assert not [r for r in results if r.outcome is Outcome.ERROR], case.kind
         failing = {r.name for r in results if r.outcome is Outcome.FAIL}
         assert failing == case.expected_failures, case.kind

@@ -8,44 +8,14 @@ import pytest
 from sidecar.assemble import Assembler
 from sidecar.conventions import ROOT_SPANS, RootSpans
 from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
+from tests.builders import numbered_span, trace_id
 
 COMPLETE, MAX_AGE = DecideReason.COMPLETE, DecideReason.MAX_AGE
 
 
-def tid(n: int) -> str:
-    return f"{n:032x}"
-
-
-def sid(n: int) -> str:
-    return f"{n:016x}"
-
-
-def sp(
-    n: int,
-    *,
-    trace: int = 1,
-    parent: int | None = None,
-    name: str = "work",
-    kind: SpanKind = SpanKind.INTERNAL,
-    start: int | None = None,
-    **attrs: Any,
-) -> Span:
-    """Span ``n`` of trace ``trace``; ``parent`` is another span's number."""
-    return Span(
-        trace_id=tid(trace),
-        span_id=sid(n),
-        parent_span_id=None if parent is None else sid(parent),
-        name=name,
-        kind=kind,
-        start_time_unix_nano=n if start is None else start,
-        end_time_unix_nano=(n if start is None else start) + 1,
-        attributes={k.replace("__", "."): v for k, v in attrs.items()},
-    )
-
-
-ROOT = sp(1, name="invoke_agent refund-agent", kind=SpanKind.SERVER)
-CHILD = sp(2, parent=1, name="chat")
-ORPHAN = sp(3, parent=99, name="execute_tool lookup_order")
+ROOT = numbered_span(1, name="invoke_agent refund-agent", kind=SpanKind.SERVER)
+CHILD = numbered_span(2, parent=1, name="chat")
+ORPHAN = numbered_span(3, parent=99, name="execute_tool lookup_order")
 
 Steps = Sequence[tuple[float, Sequence[Span]]]
 
@@ -68,13 +38,13 @@ COMPLETION_CASES = [
     pytest.param([(0, [CHILD])], 119.9, [], id="no-root-before-max-age"),
     pytest.param([(0, [CHILD])], 120.0, [MAX_AGE], id="no-root-decided-at-max-age"),
     pytest.param(
-        [(t, [sp(10 + int(t), parent=1)]) for t in range(0, 121, 4)] + [(0, [ROOT])],
+        [(t, [numbered_span(10 + int(t), parent=1)]) for t in range(0, 121, 4)] + [(0, [ROOT])],
         120.0,
         [MAX_AGE],
         id="busy-trace-decided-at-max-age",
     ),
     pytest.param(
-        [(0, [sp(1, parent=99, name="invoke_agent refund-agent")])],
+        [(0, [numbered_span(1, parent=99, name="invoke_agent refund-agent")])],
         5.0,
         [COMPLETE],
         id="remote-parent-invoke-agent-name-is-root",
@@ -84,12 +54,12 @@ COMPLETION_CASES = [
             (
                 0,
                 [
-                    sp(
+                    numbered_span(
                         1,
                         parent=99,
                         name="agent run",
                         kind=SpanKind.SERVER,
-                        gen_ai__operation__name="invoke_agent",
+                        attrs={"gen_ai.operation.name": "invoke_agent"},
                     )
                 ],
             )
@@ -99,19 +69,19 @@ COMPLETION_CASES = [
         id="remote-parent-invoke-agent-operation-is-root",
     ),
     pytest.param(
-        [(0, [sp(1, parent=99, name="invoke_workflow checkout")])],
+        [(0, [numbered_span(1, parent=99, name="invoke_workflow checkout")])],
         5.0,
         [COMPLETE],
         id="remote-parent-adk-workflow-is-root",
     ),
     pytest.param(
-        [(0, [sp(1, parent=99, name="invocation")])],
+        [(0, [numbered_span(1, parent=99, name="invocation")])],
         5.0,
         [COMPLETE],
         id="remote-parent-adk-v1-invocation-is-root",
     ),
     pytest.param(
-        [(0, [sp(1, parent=99, name="invoke_agent x", kind=SpanKind.CLIENT)])],
+        [(0, [numbered_span(1, parent=99, name="invoke_agent x", kind=SpanKind.CLIENT)])],
         5.0,
         [],
         id="remote-parent-client-span-is-not-root",
@@ -122,8 +92,8 @@ COMPLETION_CASES = [
             (
                 0,
                 [
-                    sp(2, parent=1, name="invoke_agent sub"),
-                    sp(1, parent=99, name="invoke_agent top"),
+                    numbered_span(2, parent=1, name="invoke_agent sub"),
+                    numbered_span(1, parent=99, name="invoke_agent top"),
                 ],
             )
         ],
@@ -147,7 +117,7 @@ ROOT_SPANS_CASES = [
     pytest.param(
         RootSpans(attributes=(("agent.kind", "root"),)),
         "anything",
-        {"agent__kind": "root"},
+        {"agent.kind": "root"},
         True,
         id="by-attribute",
     ),
@@ -161,7 +131,7 @@ def test_root_spans_under_a_remote_parent_are_taken_as_data(
     root_spans: RootSpans, name: str, attrs: dict[str, Any], is_root: bool
 ) -> None:
     assembler = Assembler(decision_wait=5.0, root_spans=root_spans)
-    assembler.add([sp(1, parent=99, name=name, **attrs)], 0.0)
+    assembler.add([numbered_span(1, parent=99, name=name, attrs=attrs)], 0.0)
     assert [t.has_root for t in assembler.due(5.0)] == ([True] if is_root else [])
 
 
@@ -175,7 +145,7 @@ def test_complete_trace_has_all_spans_sorted_and_flags() -> None:
     assembler.add([ROOT], 1)
     (trace,) = assembler.due(6)
     assert trace == Trace(
-        trace_id=tid(1),
+        trace_id=trace_id(1),
         spans=(ROOT, CHILD),
         reason=COMPLETE,
         truncated=False,
@@ -196,19 +166,19 @@ def test_trace_without_root_is_decided_at_max_age_as_orphan() -> None:
 
 def test_due_decides_several_traces_in_one_tick() -> None:
     assembler = Assembler(decision_wait=5.0, max_trace_age=120.0)
-    assembler.add([sp(1, trace=2, parent=9)], 1)  # orphan, aged at 121
-    assembler.add([sp(1, trace=1)], 2)  # root, quiet since 7
-    assembler.add([sp(1, trace=3)], 118)  # root, quiet at 123
+    assembler.add([numbered_span(1, trace=2, parent=9)], 1)  # orphan, aged at 121
+    assembler.add([numbered_span(1, trace=1)], 2)  # root, quiet since 7
+    assembler.add([numbered_span(1, trace=3)], 118)  # root, quiet at 123
     decided = {t.trace_id: t.reason for t in assembler.due(121)}
-    assert decided == {tid(1): COMPLETE, tid(2): MAX_AGE}
-    assert [t.trace_id for t in assembler.due(123)] == [tid(3)]
+    assert decided == {trace_id(1): COMPLETE, trace_id(2): MAX_AGE}
+    assert [t.trace_id for t in assembler.due(123)] == [trace_id(3)]
 
 
 def test_late_spans_after_decision_are_counted_and_ignored() -> None:
     assembler = Assembler(decision_wait=5.0)
     assembler.add([ROOT], 0)
     assert len(assembler.due(5)) == 1
-    assert assembler.add([CHILD, sp(4, parent=1)], 6) == []
+    assert assembler.add([CHILD, numbered_span(4, parent=1)], 6) == []
     assert assembler.stats.late_spans == 2
     assert assembler.open_traces == 0
     assert assembler.due(1000) == []
@@ -216,24 +186,24 @@ def test_late_spans_after_decision_are_counted_and_ignored() -> None:
 
 def test_decided_ids_are_remembered_in_a_bounded_lru() -> None:
     assembler = Assembler(decision_wait=0.0, decided_memory=1)
-    assembler.add([sp(1, trace=1)], 0)
-    assembler.add([sp(1, trace=2)], 0)
+    assembler.add([numbered_span(1, trace=1)], 0)
+    assembler.add([numbered_span(1, trace=2)], 0)
     assert len(assembler.due(0)) == 2
     # Trace 1 fell out of the decided memory: its late span opens a new trace.
-    assembler.add([sp(5, trace=1, parent=1)], 1)
-    assembler.add([sp(5, trace=2, parent=1)], 1)
+    assembler.add([numbered_span(5, trace=1, parent=1)], 1)
+    assembler.add([numbered_span(5, trace=2, parent=1)], 1)
     assert assembler.open_traces == 1
     assert assembler.stats.late_spans == 1
 
 
 def test_max_open_traces_decides_the_oldest_early() -> None:
     assembler = Assembler(max_open_traces=2)
-    assert assembler.add([sp(1, trace=1, parent=9)], 0) == []
-    assert assembler.add([sp(1, trace=2)], 1) == []
-    assert assembler.add([sp(2, trace=1, parent=9)], 2) == []  # known trace: no eviction
-    (evicted,) = assembler.add([sp(1, trace=3)], 3)
+    assert assembler.add([numbered_span(1, trace=1, parent=9)], 0) == []
+    assert assembler.add([numbered_span(1, trace=2)], 1) == []
+    assert assembler.add([numbered_span(2, trace=1, parent=9)], 2) == []  # known trace: no eviction
+    (evicted,) = assembler.add([numbered_span(1, trace=3)], 3)
     assert (evicted.trace_id, evicted.reason, evicted.truncated) == (
-        tid(1),
+        trace_id(1),
         DecideReason.EVICTED,
         True,
     )
@@ -242,14 +212,14 @@ def test_max_open_traces_decides_the_oldest_early() -> None:
     assert assembler.stats.evicted_open_traces == 1
     assert assembler.stats.orphan_traces == 1
     assert assembler.open_traces == 2
-    assembler.add([sp(3, trace=1, parent=9)], 4)
+    assembler.add([numbered_span(3, trace=1, parent=9)], 4)
     assert assembler.stats.late_spans == 1
 
 
 def test_max_spans_per_trace_decides_at_the_bound() -> None:
     assembler = Assembler(max_spans_per_trace=3)
     assert assembler.add([ROOT, CHILD], 0) == []
-    (trace,) = assembler.add([sp(3, parent=1), sp(4, parent=1)], 1)
+    (trace,) = assembler.add([numbered_span(3, parent=1), numbered_span(4, parent=1)], 1)
     assert (trace.reason, trace.truncated, len(trace.spans)) == (
         DecideReason.SPAN_LIMIT,
         True,
@@ -271,12 +241,12 @@ def test_duplicate_span_ids_are_ignored_and_do_not_restart_the_wait() -> None:
 
 def test_drain_decides_everything() -> None:
     assembler = Assembler()
-    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 10))
-    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 11))
+    assembler.add([numbered_span(1, trace=1)], 0, RecordRef(0, 10))
+    assembler.add([numbered_span(1, trace=2, parent=9)], 0, RecordRef(0, 11))
     decided = assembler.drain(DecideReason.FLUSH)
     assert {(t.trace_id, t.reason, t.has_root) for t in decided} == {
-        (tid(1), DecideReason.FLUSH, True),
-        (tid(2), DecideReason.FLUSH, False),
+        (trace_id(1), DecideReason.FLUSH, True),
+        (trace_id(2), DecideReason.FLUSH, False),
     }
     assert assembler.open_traces == 0
     assert assembler.held_offsets() == {}
@@ -284,13 +254,13 @@ def test_drain_decides_everything() -> None:
 
 def test_drain_with_require_root_keeps_rootless_traces_holding_their_offsets() -> None:
     assembler = Assembler()
-    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 10))
-    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 11))
-    assembler.add([sp(1, trace=3, parent=9)], 0, RecordRef(1, 4))
+    assembler.add([numbered_span(1, trace=1)], 0, RecordRef(0, 10))
+    assembler.add([numbered_span(1, trace=2, parent=9)], 0, RecordRef(0, 11))
+    assembler.add([numbered_span(1, trace=3, parent=9)], 0, RecordRef(1, 4))
 
     decided = assembler.drain(DecideReason.SHUTDOWN, require_root=True)
 
-    assert [(t.trace_id, t.reason) for t in decided] == [(tid(1), DecideReason.SHUTDOWN)]
+    assert [(t.trace_id, t.reason) for t in decided] == [(trace_id(1), DecideReason.SHUTDOWN)]
     # The rootless traces were not decided: their records must not be committed.
     assert assembler.held_offsets() == {0: 11, 1: 4}
     assert assembler.stats.orphan_traces == 0
@@ -312,15 +282,17 @@ def test_held_offsets_is_lowest_offset_per_partition(
 ) -> None:
     assembler = Assembler()
     for n, (trace, partition, offset) in enumerate(adds):
-        assembler.add([sp(n + 1, trace=trace, parent=99)], 0, RecordRef(partition, offset))
+        assembler.add(
+            [numbered_span(n + 1, trace=trace, parent=99)], 0, RecordRef(partition, offset)
+        )
     assert assembler.held_offsets() == expected
 
 
 def test_decided_traces_release_their_offsets_and_carry_them() -> None:
     assembler = Assembler(decision_wait=5.0)
-    assembler.add([sp(1, trace=1)], 0, RecordRef(0, 3))
-    assembler.add([sp(2, trace=1, parent=1)], 0, RecordRef(1, 8))
-    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(0, 4))
+    assembler.add([numbered_span(1, trace=1)], 0, RecordRef(0, 3))
+    assembler.add([numbered_span(2, trace=1, parent=1)], 0, RecordRef(1, 8))
+    assembler.add([numbered_span(1, trace=2, parent=9)], 0, RecordRef(0, 4))
     (trace,) = assembler.due(5)
     assert trace.first_offsets == {0: 3, 1: 8}
     assert assembler.held_offsets() == {0: 4}
@@ -328,17 +300,17 @@ def test_decided_traces_release_their_offsets_and_carry_them() -> None:
 
 def test_drop_partitions_forgets_traces_fed_by_them() -> None:
     assembler = Assembler()
-    assembler.add([sp(1, trace=1, parent=9)], 0, RecordRef(0, 1))
-    assembler.add([sp(1, trace=2, parent=9)], 0, RecordRef(1, 1))
-    assembler.add([sp(1, trace=3, parent=9)], 0, RecordRef(2, 1))
+    assembler.add([numbered_span(1, trace=1, parent=9)], 0, RecordRef(0, 1))
+    assembler.add([numbered_span(1, trace=2, parent=9)], 0, RecordRef(1, 1))
+    assembler.add([numbered_span(1, trace=3, parent=9)], 0, RecordRef(2, 1))
 
     dropped = assembler.drop_partitions([1, 2])
 
-    assert sorted(dropped) == [tid(2), tid(3)]
+    assert sorted(dropped) == [trace_id(2), trace_id(3)]
     assert assembler.held_offsets() == {0: 1}
     assert assembler.stats.dropped_revoked == 2
     # Dropped traces were never decided: if their spans come back, they are new, not late.
-    assembler.add([sp(1, trace=2, parent=9)], 1, RecordRef(1, 1))
+    assembler.add([numbered_span(1, trace=2, parent=9)], 1, RecordRef(1, 1))
     assert assembler.stats.late_spans == 0
     assert assembler.open_traces == 2
 

@@ -5,7 +5,6 @@ import dataclasses
 import datetime
 import importlib
 import inspect
-import json
 import pkgutil
 import re
 from pathlib import Path
@@ -21,8 +20,9 @@ from sidecar.checks import CHECK_TYPES, CheckSpec, run_check, run_checks
 from sidecar.checks._common import json_equal
 from sidecar.checks.answer import AnswerRegex
 from sidecar.checks.base import CheckConfig, CheckType
-from sidecar.model import ErrorSpan, Outcome, ToolCall, Transcript
+from sidecar.model import ErrorSpan, Outcome, Transcript
 from sidecar.rubric import Rubric
+from tests.builders import rubric, tool_call, transcript
 
 PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
 REGISTERED = [t.name for t in CHECK_TYPES]
@@ -35,37 +35,6 @@ def spec(**fields: Any) -> Any:
     return _SPEC.validate_python({"name": fields["type"], **fields})
 
 
-def call(
-    name: str,
-    arguments: Any = "{}",
-    result: str | None = "ok",
-    error: str | None = None,
-) -> ToolCall:
-    """A tool call; ``arguments`` is JSON text, a value to encode, or None (not captured)."""
-    text = arguments if arguments is None or isinstance(arguments, str) else json.dumps(arguments)
-    return ToolCall(name=name, arguments=text, result=result, error=error)
-
-
-def transcript(
-    *calls: ToolCall,
-    answer: str | None = "Done.",
-    user_input: str | None = "Please help.",
-    latency_ms: float | None = 1200.0,
-    error_spans: tuple[ErrorSpan, ...] = (),
-    truncated: bool = False,
-) -> Transcript:
-    return Transcript(
-        trace_id="0af7651916cd43dd8448eb211c80319c",
-        root_span_id="b7ad6b7169203331",
-        user_input=user_input,
-        tool_calls=calls,
-        answer=answer,
-        latency_ms=latency_ms,
-        error_spans=error_spans,
-        truncated=truncated,
-    )
-
-
 ALLOWLIST = spec(type="tool_allowlist", tools=["lookup_order", "issue_refund"])
 DENYLIST = spec(type="tool_denylist", tools=["delete_account", "wire_transfer"])
 
@@ -73,35 +42,35 @@ ALLOWLIST_CASES = [
     pytest.param(ALLOWLIST, transcript(), PASS, "0 calls", id="allowlist-pass-no-calls"),
     pytest.param(
         ALLOWLIST,
-        transcript(call("lookup_order"), call("issue_refund"), call("lookup_order")),
+        transcript(tool_call("lookup_order"), tool_call("issue_refund"), tool_call("lookup_order")),
         PASS,
         "3 calls, all allowed",
         id="allowlist-pass-all-allowed",
     ),
     pytest.param(
         ALLOWLIST,
-        transcript(call("lookup_order"), call("delete_account")),
+        transcript(tool_call("lookup_order"), tool_call("delete_account")),
         FAIL,
         "called delete_account",
         id="allowlist-fail-unknown-tool",
     ),
     pytest.param(
         ALLOWLIST,
-        transcript(call("a"), call("b"), call("a")),
+        transcript(tool_call("a"), tool_call("b"), tool_call("a")),
         FAIL,
         "called a, b",
         id="allowlist-fail-names-each-offender-once",
     ),
     pytest.param(
         ALLOWLIST,
-        transcript(call("lookup_order"), truncated=True),
+        transcript(tool_call("lookup_order"), truncated=True),
         ERROR,
         "trace truncated",
         id="allowlist-error-truncated-pass-is-inconclusive",
     ),
     pytest.param(
         ALLOWLIST,
-        transcript(call("delete_account"), truncated=True),
+        transcript(tool_call("delete_account"), truncated=True),
         FAIL,
         "called delete_account",
         id="allowlist-fail-truncated-fail-stands",
@@ -109,17 +78,17 @@ ALLOWLIST_CASES = [
 ]
 
 DENYLIST_CASES = [
-    pytest.param(DENYLIST, transcript(call("lookup_order")), PASS, "", id="denylist-pass"),
+    pytest.param(DENYLIST, transcript(tool_call("lookup_order")), PASS, "", id="denylist-pass"),
     pytest.param(
         DENYLIST,
-        transcript(call("lookup_order"), call("wire_transfer")),
+        transcript(tool_call("lookup_order"), tool_call("wire_transfer")),
         FAIL,
         "called wire_transfer",
         id="denylist-fail",
     ),
     pytest.param(
         DENYLIST,
-        transcript(call("lookup_order"), truncated=True),
+        transcript(tool_call("lookup_order"), truncated=True),
         ERROR,
         "truncated",
         id="denylist-error-truncated",
@@ -137,7 +106,7 @@ REFUND = {"name": "issue_refund", "arguments": {"order_id": "A1", "amount": 40}}
 REQUIRED_CASES = [
     pytest.param(
         required({"name": "lookup_order"}),
-        transcript(call("lookup_order", None)),
+        transcript(tool_call("lookup_order", None)),
         PASS,
         "1 expected call found",
         id="required-pass-name-only-even-if-arguments-not-captured",
@@ -145,9 +114,9 @@ REQUIRED_CASES = [
     pytest.param(
         required(LOOKUP, REFUND, order="in_order"),
         transcript(
-            call("lookup_order", {"order_id": "A1"}),
-            call("get_policy"),
-            call("issue_refund", {"order_id": "A1", "amount": 40, "reason": "late"}),
+            tool_call("lookup_order", {"order_id": "A1"}),
+            tool_call("get_policy"),
+            tool_call("issue_refund", {"order_id": "A1", "amount": 40, "reason": "late"}),
         ),
         PASS,
         "found in order",
@@ -156,8 +125,8 @@ REQUIRED_CASES = [
     pytest.param(
         required(REFUND, LOOKUP),
         transcript(
-            call("lookup_order", {"order_id": "A1"}),
-            call("issue_refund", {"order_id": "A1", "amount": 40}),
+            tool_call("lookup_order", {"order_id": "A1"}),
+            tool_call("issue_refund", {"order_id": "A1", "amount": 40}),
         ),
         PASS,
         "",
@@ -165,7 +134,7 @@ REQUIRED_CASES = [
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", '{"order_id": "A1", "amount": 40.0}')),
+        transcript(tool_call("issue_refund", '{"order_id": "A1", "amount": 40.0}')),
         PASS,
         "",
         id="required-pass-40-equals-40.0",
@@ -178,7 +147,7 @@ REQUIRED_CASES = [
             }
         ),
         transcript(
-            call("book", {"pax": 2.0, "flights": [{"date": "2024-05-20", "number": "HAT1"}]})
+            tool_call("book", {"pax": 2.0, "flights": [{"date": "2024-05-20", "number": "HAT1"}]})
         ),
         PASS,
         "",
@@ -186,7 +155,7 @@ REQUIRED_CASES = [
     ),
     pytest.param(
         required({"name": "search", "arguments": {"date": datetime.date(2024, 5, 20)}}),
-        transcript(call("search", {"date": "2024-05-20"})),
+        transcript(tool_call("search", {"date": "2024-05-20"})),
         PASS,
         "",
         id="required-pass-unquoted-yaml-date-is-text",
@@ -197,7 +166,8 @@ REQUIRED_CASES = [
             {"name": "lookup_order", "arguments": {"order_id": "A1"}},
         ),
         transcript(
-            call("lookup_order", {"order_id": "A1"}), call("lookup_order", {"order_id": "B2"})
+            tool_call("lookup_order", {"order_id": "A1"}),
+            tool_call("lookup_order", {"order_id": "B2"}),
         ),
         PASS,
         "2 expected calls found",
@@ -206,9 +176,9 @@ REQUIRED_CASES = [
     pytest.param(
         required(LOOKUP, REFUND),
         transcript(
-            call("lookup_order", None),
-            call("issue_refund", {"order_id": "A1", "amount": 40}),
-            call("lookup_order", {"order_id": "A1"}),
+            tool_call("lookup_order", None),
+            tool_call("issue_refund", {"order_id": "A1", "amount": 40}),
+            tool_call("lookup_order", {"order_id": "A1"}),
         ),
         PASS,
         "",
@@ -216,42 +186,42 @@ REQUIRED_CASES = [
     ),
     pytest.param(
         required(LOOKUP, REFUND),
-        transcript(call("lookup_order", {"order_id": "A1"})),
+        transcript(tool_call("lookup_order", {"order_id": "A1"})),
         FAIL,
         'missing issue_refund {"order_id": "A1", "amount": 40}',
         id="required-fail-missing-call-named",
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", {"order_id": "A1", "amount": 45})),
+        transcript(tool_call("issue_refund", {"order_id": "A1", "amount": 45})),
         FAIL,
         "missing issue_refund",
         id="required-fail-wrong-value",
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", {"order_id": "A1"})),
+        transcript(tool_call("issue_refund", {"order_id": "A1"})),
         FAIL,
         "missing issue_refund",
         id="required-fail-missing-key",
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", {"order_id": "A1", "amount": "40"})),
+        transcript(tool_call("issue_refund", {"order_id": "A1", "amount": "40"})),
         FAIL,
         "",
         id="required-fail-string-is-not-number",
     ),
     pytest.param(
         required({"name": "notify", "arguments": {"urgent": True}}),
-        transcript(call("notify", {"urgent": 1})),
+        transcript(tool_call("notify", {"urgent": 1})),
         FAIL,
         "",
         id="required-fail-true-is-not-1",
     ),
     pytest.param(
         required({"name": "book", "arguments": {"flight": {"number": "HAT1"}}}),
-        transcript(call("book", {"flight": {"number": "HAT1", "date": "2024-05-20"}})),
+        transcript(tool_call("book", {"flight": {"number": "HAT1", "date": "2024-05-20"}})),
         FAIL,
         "",
         id="required-fail-nested-dict-must-be-equal-not-subset",
@@ -259,8 +229,8 @@ REQUIRED_CASES = [
     pytest.param(
         required(LOOKUP, REFUND, order="in_order"),
         transcript(
-            call("issue_refund", {"order_id": "A1", "amount": 40}),
-            call("lookup_order", {"order_id": "A1"}),
+            tool_call("issue_refund", {"order_id": "A1", "amount": 40}),
+            tool_call("lookup_order", {"order_id": "A1"}),
         ),
         FAIL,
         "missing issue_refund",
@@ -268,49 +238,49 @@ REQUIRED_CASES = [
     ),
     pytest.param(
         required(LOOKUP, LOOKUP),
-        transcript(call("lookup_order", {"order_id": "A1"})),
+        transcript(tool_call("lookup_order", {"order_id": "A1"})),
         FAIL,
         "missing lookup_order",
         id="required-fail-each-call-satisfies-one-expectation",
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", "order A1, $40")),
+        transcript(tool_call("issue_refund", "order A1, $40")),
         FAIL,
         "",
         id="required-fail-arguments-not-json",
     ),
     pytest.param(
         required(LOOKUP, REFUND),
-        transcript(call("lookup_order", None)),
+        transcript(tool_call("lookup_order", None)),
         FAIL,
         "missing issue_refund",
         id="required-fail-decided-despite-uncaptured-arguments",
     ),
     pytest.param(
         required(REFUND),
-        transcript(call("issue_refund", None)),
+        transcript(tool_call("issue_refund", None)),
         ERROR,
         "cannot tell if issue_refund",
         id="required-error-arguments-not-captured",
     ),
     pytest.param(
         required(LOOKUP, REFUND, order="in_order"),
-        transcript(call("lookup_order", {"order_id": "A1"}), call("issue_refund", None)),
+        transcript(tool_call("lookup_order", {"order_id": "A1"}), tool_call("issue_refund", None)),
         ERROR,
         "arguments not captured",
         id="required-error-in-order-arguments-not-captured",
     ),
     pytest.param(
         required(LOOKUP),
-        transcript(call("get_policy"), truncated=True),
+        transcript(tool_call("get_policy"), truncated=True),
         ERROR,
         "trace truncated",
         id="required-error-truncated-missing-call-may-be-lost",
     ),
     pytest.param(
         required(LOOKUP),
-        transcript(call("lookup_order", {"order_id": "A1"}), truncated=True),
+        transcript(tool_call("lookup_order", {"order_id": "A1"}), truncated=True),
         PASS,
         "",
         id="required-pass-truncated-found-stands",
@@ -328,7 +298,7 @@ GOOD_REFUND = {"order_id": "A1", "amount": 40}
 TOOL_ARGUMENTS_CASES = [
     pytest.param(
         REFUND_ARGS,
-        transcript(call("lookup_order")),
+        transcript(tool_call("lookup_order")),
         PASS,
         "not called",
         id="arguments-pass-not-called",
@@ -336,8 +306,8 @@ TOOL_ARGUMENTS_CASES = [
     pytest.param(
         REFUND_ARGS,
         transcript(
-            call("issue_refund", GOOD_REFUND),
-            call("issue_refund", {"order_id": "B", "amount": 500}),
+            tool_call("issue_refund", GOOD_REFUND),
+            tool_call("issue_refund", {"order_id": "B", "amount": 500}),
         ),
         PASS,
         "2 calls of issue_refund valid",
@@ -346,8 +316,8 @@ TOOL_ARGUMENTS_CASES = [
     pytest.param(
         REFUND_ARGS,
         transcript(
-            call("issue_refund", GOOD_REFUND),
-            call("issue_refund", {"order_id": "A1", "amount": 600}),
+            tool_call("issue_refund", GOOD_REFUND),
+            tool_call("issue_refund", {"order_id": "A1", "amount": 600}),
         ),
         FAIL,
         "call 2 of issue_refund: $.amount: 600 is greater than the maximum of 500",
@@ -355,14 +325,14 @@ TOOL_ARGUMENTS_CASES = [
     ),
     pytest.param(
         REFUND_ARGS,
-        transcript(call("issue_refund", {"amount": 10})),
+        transcript(tool_call("issue_refund", {"amount": 10})),
         FAIL,
         "'order_id' is a required property",
         id="arguments-fail-missing-required",
     ),
     pytest.param(
         REFUND_ARGS,
-        transcript(call("issue_refund", "amount=40")),
+        transcript(tool_call("issue_refund", "amount=40")),
         FAIL,
         "arguments are not JSON",
         id="arguments-fail-not-json",
@@ -370,7 +340,8 @@ TOOL_ARGUMENTS_CASES = [
     pytest.param(
         REFUND_ARGS,
         transcript(
-            call("issue_refund", None), call("issue_refund", {"order_id": "A1", "amount": "40"})
+            tool_call("issue_refund", None),
+            tool_call("issue_refund", {"order_id": "A1", "amount": "40"}),
         ),
         FAIL,
         "call 2 of issue_refund: $.amount",
@@ -382,21 +353,21 @@ TOOL_ARGUMENTS_CASES = [
             tool="search",
             schema={"properties": {"date": {"type": "string", "format": "date"}}},
         ),
-        transcript(call("search", {"date": "2024-13-45"})),
+        transcript(tool_call("search", {"date": "2024-13-45"})),
         FAIL,
         "$.date",
         id="arguments-fail-format-is-asserted",
     ),
     pytest.param(
         REFUND_ARGS,
-        transcript(call("issue_refund", GOOD_REFUND), call("issue_refund", None)),
+        transcript(tool_call("issue_refund", GOOD_REFUND), tool_call("issue_refund", None)),
         ERROR,
         "arguments of 1 of 2 calls not captured",
         id="arguments-error-not-captured",
     ),
     pytest.param(
         REFUND_ARGS,
-        transcript(call("issue_refund", GOOD_REFUND), truncated=True),
+        transcript(tool_call("issue_refund", GOOD_REFUND), truncated=True),
         ERROR,
         "trace truncated",
         id="arguments-error-truncated",
@@ -409,35 +380,35 @@ MAX_SEARCHES = spec(type="max_tool_calls", limit=1, tool="search")
 MAX_TOOL_CALLS_CASES = [
     pytest.param(
         MAX_CALLS,
-        transcript(call("a"), call("b")),
+        transcript(tool_call("a"), tool_call("b")),
         PASS,
         "2 calls <= limit 2",
         id="max-calls-pass-at-limit",
     ),
     pytest.param(
         MAX_CALLS,
-        transcript(call("a"), call("b"), call("a")),
+        transcript(tool_call("a"), tool_call("b"), tool_call("a")),
         FAIL,
         "3 calls > limit 2",
         id="max-calls-fail-over-limit",
     ),
     pytest.param(
         MAX_SEARCHES,
-        transcript(call("search"), call("book"), call("book")),
+        transcript(tool_call("search"), tool_call("book"), tool_call("book")),
         PASS,
         "1 call of search",
         id="max-calls-pass-counts-only-its-tool",
     ),
     pytest.param(
         MAX_SEARCHES,
-        transcript(call("search"), call("search")),
+        transcript(tool_call("search"), tool_call("search")),
         FAIL,
         "2 calls of search > limit 1",
         id="max-calls-fail-for-its-tool",
     ),
     pytest.param(
         MAX_CALLS,
-        transcript(call("a"), truncated=True),
+        transcript(tool_call("a"), truncated=True),
         ERROR,
         "truncated",
         id="max-calls-error-truncated",
@@ -602,7 +573,7 @@ ERROR_SPAN_CASES = [
 ]
 
 GROUNDED = spec(type="grounded_numbers")
-AMOUNT_40 = call(
+AMOUNT_40 = tool_call(
     "lookup_order", {"order_id": "A123"}, result='{"order_id": "A123", "amount": 40.00}'
 )
 
@@ -630,7 +601,9 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("get_total", result='{"total": 1250.5}'), answer="The total is $1,250.50."),
+        transcript(
+            tool_call("get_total", result='{"total": 1250.5}'), answer="The total is $1,250.50."
+        ),
         PASS,
         "",
         id="grounded-pass-thousands-separator",
@@ -638,7 +611,8 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("issue_refund", {"amount": 75}, result="done"), answer="I refunded 75 dollars."
+            tool_call("issue_refund", {"amount": 75}, result="done"),
+            answer="I refunded 75 dollars.",
         ),
         PASS,
         "",
@@ -653,14 +627,14 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("rates", result='{"discount": 0.12}'), answer="That is 12% off."),
+        transcript(tool_call("rates", result='{"discount": 0.12}'), answer="That is 12% off."),
         PASS,
         "",
         id="grounded-pass-percent-as-fraction",
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("rates", result="discount: 12 percent"), answer="That is 12 % off."),
+        transcript(tool_call("rates", result="discount: 12 percent"), answer="That is 12 % off."),
         PASS,
         "",
         id="grounded-pass-percent-as-number",
@@ -668,7 +642,7 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("cancel", result='{"payments": [{"amount": -348}]}'),
+            tool_call("cancel", result='{"payments": [{"amount": -348}]}'),
             answer="Refund: -$348, i.e. 348 back.",
         ),
         PASS,
@@ -677,7 +651,7 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("x", result="2.5"), answer="The change is -2.5 points."),
+        transcript(tool_call("x", result="2.5"), answer="The change is -2.5 points."),
         PASS,
         "",
         id="grounded-pass-negative-number",
@@ -715,7 +689,7 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("search", {"date": "2024-05-20"}, result="[]"),
+            tool_call("search", {"date": "2024-05-20"}, result="[]"),
             answer="No flights on May 20, 2024.",
         ),
         PASS,
@@ -725,7 +699,7 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("user", result='{"payment": "credit_card_7815826"}'),
+            tool_call("user", result='{"payment": "credit_card_7815826"}'),
             answer="Charged to the card ending 7815826.",
         ),
         PASS,
@@ -734,7 +708,7 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("total", result='{"amount": 1e3}'), answer="That comes to 1,000."),
+        transcript(tool_call("total", result='{"amount": 1e3}'), answer="That comes to 1,000."),
         PASS,
         "",
         id="grounded-pass-json-exponent-evidence",
@@ -755,7 +729,7 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("split", result='{"share": 33.333}'), answer="Each pays 33.33."),
+        transcript(tool_call("split", result='{"share": 33.333}'), answer="Each pays 33.33."),
         FAIL,
         "ungrounded 33.33",
         id="grounded-fail-no-rounding",
@@ -770,7 +744,8 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("refund", {"id": "A1"}, result=None, error="upstream 503"), answer="Refund of $40."
+            tool_call("refund", {"id": "A1"}, result=None, error="upstream 503"),
+            answer="Refund of $40.",
         ),
         FAIL,
         "ungrounded 40",
@@ -785,7 +760,9 @@ GROUNDED_CASES = [
     ),
     pytest.param(
         GROUNDED,
-        transcript(call("lookup_order", {"order_id": "A1"}, result=None), answer="Refund of $40."),
+        transcript(
+            tool_call("lookup_order", {"order_id": "A1"}, result=None), answer="Refund of $40."
+        ),
         ERROR,
         "tool results not captured; cannot ground 40",
         id="grounded-error-tool-results-not-captured",
@@ -807,7 +784,7 @@ GROUNDED_CASES = [
     pytest.param(
         GROUNDED,
         transcript(
-            call("lookup_order", None, result=None),
+            tool_call("lookup_order", None, result=None),
             user_input="Refund my $40",
             answer="Refund of $40.",
         ),
@@ -850,23 +827,23 @@ def test_every_check_type_has_pass_fail_and_error_cases() -> None:
 
 
 def test_allowlist_detail_is_exact() -> None:
-    result = run_check(ALLOWLIST, transcript(call("delete_account")))
+    result = run_check(ALLOWLIST, transcript(tool_call("delete_account")))
     assert result.detail == "called delete_account"
 
 
 def test_run_checks_keeps_rubric_order_names_and_gates() -> None:
-    rubric = Rubric.model_validate(
-        {
-            "id": "refund-support",
-            "version": "3",
-            "checks": [
-                {"name": "fast_enough", "type": "max_latency_ms", "limit": 1000, "gate": False},
-                {"name": "allowed_tools", "type": "tool_allowlist", "tools": ["lookup_order"]},
-                {"name": "amount_grounded", "type": "grounded_numbers"},
-            ],
-        }
+    refund = rubric(
+        id="refund-support",
+        version="3",
+        checks=[
+            {"name": "fast_enough", "type": "max_latency_ms", "limit": 1000, "gate": False},
+            {"name": "allowed_tools", "type": "tool_allowlist", "tools": ["lookup_order"]},
+            {"name": "amount_grounded", "type": "grounded_numbers"},
+        ],
     )
-    results = run_checks(rubric, transcript(call("delete_account"), answer="$40", latency_ms=None))
+    results = run_checks(
+        refund, transcript(tool_call("delete_account"), answer="$40", latency_ms=None)
+    )
     assert [(r.name, r.outcome, r.gate) for r in results] == [
         ("fast_enough", ERROR, False),
         ("allowed_tools", FAIL, True),
@@ -875,8 +852,7 @@ def test_run_checks_keeps_rubric_order_names_and_gates() -> None:
 
 
 def test_run_checks_without_checks_is_empty() -> None:
-    rubric = Rubric.model_validate({"id": "judge-only", "version": "1"})
-    assert run_checks(rubric, transcript()) == ()
+    assert run_checks(rubric(id="judge-only"), transcript()) == ()
 
 
 @pytest.mark.parametrize(
@@ -900,7 +876,7 @@ def test_run_checks_without_checks_is_empty() -> None:
             spec(
                 type="tool_arguments", tool="t", schema={"$ref": "https://example.com/refund.json"}
             ),
-            transcript(call("t", {"a": 1})),
+            transcript(tool_call("t", {"a": 1})),
             "check raised",
             id="unresolvable-schema-ref",
         ),
@@ -914,7 +890,7 @@ def test_a_check_that_raises_becomes_error(check: Any, case: Transcript, detail:
 
 def test_deeply_nested_arguments_do_not_crash() -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    result = run_check(REFUND_ARGS, transcript(call("issue_refund", deep)))
+    result = run_check(REFUND_ARGS, transcript(tool_call("issue_refund", deep)))
     assert result.outcome is FAIL
     assert "arguments are not JSON" in result.detail
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import io
 import re
 from pathlib import Path
@@ -13,6 +12,7 @@ from rich.console import Console
 import sidecar.commands
 from sidecar.commands._io import read_lines, read_text, write_file, write_output
 from sidecar.errors import InputFileError
+from tests.imports import imports_of
 
 
 @pytest.mark.parametrize(
@@ -75,23 +75,11 @@ def test_write_output_dash_is_stdout(tmp_path: Path) -> None:
 COMMAND_MODULES = sorted(Path(sidecar.commands.__file__).parent.glob("*.py"))
 
 
-def _imported(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            # `from sidecar.commands import calibrate` loads sidecar.commands.calibrate.
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return names
-
-
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in COMMAND_MODULES])
 def test_commands_share_helpers_through_io_not_each_other(path: Path) -> None:
     siblings = sorted(
         name
-        for name in _imported(path)
+        for name in imports_of(path)
         if name.startswith("sidecar.commands.") and not name.startswith("sidecar.commands._io")
     )
     assert siblings == [], f"{path.stem} imports {siblings}; share it through commands/_io.py"

@@ -41,9 +41,6 @@ from tests.gemini_server import (
     gemini_text,
     status,
 )
-from tests.judge_fixtures import judge_server
-
-__all__ = ["judge_server"]  # the fixture, imported for pytest
 
 MODEL = "gemini-2.5-flash"
 INSTRUCTIONS = "Prefer the answer that states the refund amount and date correctly."
@@ -154,16 +151,9 @@ class Outcome:
 
 
 @pytest.fixture
-def gemini_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def gemini_env(no_judge_credentials: pytest.MonkeyPatch) -> None:
     # google-genai reads its key from the process environment, not from a parameter.
-    for name in (
-        "GEMINI_API_KEY",
-        "GOOGLE_GENAI_USE_VERTEXAI",
-        "GOOGLE_GEMINI_BASE_URL",
-        "GOOGLE_CLOUD_PROJECT",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
+    no_judge_credentials.setenv("GOOGLE_API_KEY", "test-key")
 
 
 @pytest.fixture
@@ -644,7 +634,7 @@ def test_usage_errors_exit_2(
 
 
 def test_registered_in_the_cli(
-    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    workdir: Path, no_judge_credentials: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main(
@@ -663,8 +653,6 @@ def test_registered_in_the_cli(
     assert exited.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
 
-    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
-        monkeypatch.delenv(name, raising=False)
     code = main(["compare", "--pairs", str(workdir / "pairs.jsonl"), "--model", MODEL])
     assert code == 2
     assert "no judge credentials" in capsys.readouterr().err

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ast
 import dataclasses
 import graphlib
 import importlib
@@ -33,7 +32,8 @@ from sidecar.conventions import (
     read_span,
     unwrap_io,
 )
-from tests.spans import span
+from tests.builders import span
+from tests.imports import imports_of, module_name
 
 ADK = "gcp.vertex.agent"
 
@@ -383,27 +383,13 @@ def test_root_spans_are_the_union_of_the_declarations() -> None:
     assert ROOT_SPANS.name_prefixes, "no convention declares a root span"
 
 
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def test_no_import_cycles_among_the_readers_checks_and_rubric() -> None:
     """Imports anywhere in a module count, ``TYPE_CHECKING`` blocks included."""
     package = Path(sidecar.__file__).resolve().parent
-    modules = {
-        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in package.rglob("*.py")
-    }
+    modules = {module_name(p): p for p in package.rglob("*.py")}
     owned = ("sidecar.conventions", "sidecar.checks", "sidecar.rubric", "sidecar.assemble")
     graph = {
-        name: {m for m in _imports(path) if m in modules and m != name}
+        name: {m for m in imports_of(path) if m in modules and m != name}
         for name, path in modules.items()
         if name.startswith(owned) or name == "sidecar.transcript"
     }

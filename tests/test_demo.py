@@ -24,6 +24,7 @@ from sidecar.commands.demo import demo_data
 from sidecar.decode import decode
 from sidecar.model import Span
 from sidecar.rubric import Rubric, load_rubrics
+from tests.judge_fixtures import clear_judge_credentials
 
 DEMO_TRACES, DEMO_RUBRICS = demo_data()
 EXPECTED: dict[str, dict[str, Any]] = json.loads(
@@ -31,15 +32,8 @@ EXPECTED: dict[str, dict[str, Any]] = json.loads(
 )
 RUBRICS = load_rubrics(DEMO_RUBRICS)
 
-# Credentials the judge would use, and what makes rich treat a pipe as a terminal.
-UNSET = (
-    "GOOGLE_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_GENAI_USE_VERTEXAI",
-    "COLUMNS",
-    "FORCE_COLOR",
-    "TTY_COMPATIBLE",
-)
+# What makes rich treat a pipe as a terminal.
+UNSET = ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")
 
 
 @dataclass(frozen=True)
@@ -52,7 +46,9 @@ class DemoRun:
 
 def run_demo(out: Path) -> DemoRun:
     stdout, stderr = io.StringIO(), io.StringIO()
+    # Module-scoped (the demo runs once per module), so not the no_judge_credentials fixture.
     with pytest.MonkeyPatch.context() as mp:
+        clear_judge_credentials(mp)
         for name in UNSET:
             mp.delenv(name, raising=False)
         with redirect_stdout(stdout), redirect_stderr(stderr):

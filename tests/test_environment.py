@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -12,7 +11,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.imports import REPO as ROOT
+from tests.imports import imports_of, within
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 # Distribution name -> the import it provides. A new runtime dependency needs an entry.
@@ -35,15 +36,7 @@ IMPORTS = {
 
 
 def _imported_modules() -> set[str]:
-    found: set[str] = set()
-    for path in (ROOT / "sidecar").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return {name for path in (ROOT / "sidecar").rglob("*.py") for name in imports_of(path)}
 
 
 @pytest.mark.parametrize(
@@ -54,7 +47,7 @@ def test_runtime_dependency_is_imported(requirement: str) -> None:
     assert name in IMPORTS, f"{name}: add the module it provides to IMPORTS"
     module = IMPORTS[name]
     imported = _imported_modules()
-    assert any(m == module or m.startswith(module + ".") for m in imported), (
+    assert any(within(m, (module,)) for m in imported), (
         f"{name} is declared but sidecar/ never imports {module}: drop it or move it to an extra"
     )
 

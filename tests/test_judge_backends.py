@@ -23,6 +23,7 @@ from sidecar.errors import JudgeUnavailable
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.service import BackendReply
+from tests.builders import JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import (
     JudgeServer,
     Reply,
@@ -35,22 +36,14 @@ from tests.gemini_server import (
     openai_text,
     status,
 )
-from tests.judge_fixtures import (
-    GOOD_VERDICTS,
-    JUDGE_MODEL,
-    judge_server,
-    make_rubric,
-    make_transcript,
-)
-
-__all__ = ["judge_server"]  # the fixture, imported for pytest
+from tests.judge_fixtures import GOOD_VERDICTS
 
 NONCE = "0123456789abcdef0123"
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _request() -> JudgeRequest:
-    return build_request(make_rubric(), make_transcript(), nonce=NONCE)
+    return build_request(refund_rubric(), refund_transcript(), nonce=NONCE)
 
 
 @pytest.fixture
@@ -211,7 +204,7 @@ def test_gemini_backend_honours_google_genai_environment(judge_server: JudgeServ
     script = textwrap.dedent(
         """
         import asyncio
-        from tests.judge_fixtures import make_rubric, make_transcript
+        from tests.builders import refund_rubric, refund_transcript
         from sidecar.adapters.judge_backends import make_backend
         from sidecar.judge.config import JudgeSettings
         from sidecar.judge.prompt import build_request
@@ -219,7 +212,7 @@ def test_gemini_backend_honours_google_genai_environment(judge_server: JudgeServ
         async def main() -> None:
             backend = make_backend(JudgeSettings())
             reply = await backend.generate(
-                "gemini-2.5-flash", build_request(make_rubric(), make_transcript())
+                "gemini-2.5-flash", build_request(refund_rubric(), refund_transcript())
             )
             await backend.aclose()
             print(reply.finish_reason)

@@ -26,11 +26,10 @@ def all_pass(path: str, body: Any) -> Reply:
 
 
 @pytest.fixture
-def judged_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
+def judged_env(no_judge_credentials: pytest.MonkeyPatch) -> Iterator[JudgeServer]:
     server = JudgeServer(responder=all_pass).start()
-    monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
-    monkeypatch.delenv("GOOGLE_GENAI_USE_VERTEXAI", raising=False)
+    no_judge_credentials.setenv("GOOGLE_API_KEY", "test-key")
+    no_judge_credentials.setenv("GOOGLE_GEMINI_BASE_URL", server.base_url)
     try:
         yield server
     finally:
@@ -99,11 +98,10 @@ def test_judge_command_shows_malformed_answer_as_error(
     assert parsed["error_reason"] == "non_json"
 
 
+@pytest.mark.usefixtures("no_judge_credentials")
 def test_judge_command_without_credentials_says_how_to_enable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
-        monkeypatch.delenv(name, raising=False)
     rubric = RUBRICS / "refund-support.yaml"
     code = main(["judge", "--rubric", str(rubric), "--trace", str(TRACES)])
     out, err = capsys.readouterr()

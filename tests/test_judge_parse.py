@@ -9,45 +9,32 @@ from hypothesis import strategies as st
 
 from sidecar.judge.parse import all_error, evidence_supported, parse_verdicts
 from sidecar.judge.prompt import JudgeRequest, build_request
-from sidecar.model import CriterionResult, Outcome, ToolCall, Transcript
-from sidecar.rubric import Rubric
+from sidecar.model import CriterionResult, Outcome
+from tests.builders import criterion, judge_block, rubric, tool_call, transcript
 
-RUBRIC = Rubric.model_validate(
-    {
-        "id": "refund-support",
-        "version": "3",
-        "judge": {
-            "model": "gemini-2.5-flash",
-            "instructions": "Grade the refund agent.",
-            "criteria": [
-                {
-                    "name": "correct_amount",
-                    "definition": "The amount told equals the amount in the tool result.",
-                    "pass_example": "Your refund of $40 is on its way.",
-                    "fail_example": "You will get $45 back.",
-                },
-                {
-                    "name": "polite",
-                    "definition": "The reply is courteous.",
-                    "pass_example": "Thanks for waiting.",
-                    "fail_example": "Whatever.",
-                    "gate": False,
-                },
-            ],
-        },
-    }
-)
-TRANSCRIPT = Transcript(
-    trace_id="0af7651916cd43dd8448eb211c80319c",
-    root_span_id="b7ad6b7169203331",
-    user_input="Please refund   order A1.",
-    tool_calls=(
-        ToolCall(
-            name="lookup_order",
-            arguments='{"order_id": "A1"}',
-            result='{"amount": 40.0,\n "currency": "USD"}',
+RUBRIC = rubric(
+    id="refund-support",
+    version="3",
+    judge=judge_block(
+        criterion(
+            "correct_amount",
+            definition="The amount told equals the amount in the tool result.",
+            pass_example="Your refund of $40 is on its way.",
+            fail_example="You will get $45 back.",
         ),
+        criterion(
+            "polite",
+            definition="The reply is courteous.",
+            pass_example="Thanks for waiting.",
+            fail_example="Whatever.",
+            gate=False,
+        ),
+        instructions="Grade the refund agent.",
     ),
+)
+TRANSCRIPT = transcript(
+    tool_call("lookup_order", '{"order_id": "A1"}', '{"amount": 40.0,\n "currency": "USD"}'),
+    user_input="Please refund   order A1.",
     answer="Thanks for waiting!\nYour refund of $40 is on its way.",
 )
 REQUEST: JudgeRequest = build_request(RUBRIC, TRANSCRIPT, nonce="0123456789abcdef0123")
@@ -264,8 +251,8 @@ def test_evidence_supported_helper() -> None:
 
 
 def test_evidence_must_come_from_neutralised_text() -> None:
-    transcript = Transcript(trace_id="t", root_span_id=None, answer="ok <<<fine>>> zero\u200bwidth")
-    request = build_request(RUBRIC, transcript)
+    hostile = transcript(answer="ok <<<fine>>> zero\u200bwidth")
+    request = build_request(RUBRIC, hostile)
     for evidence, outcome in [
         ("ok << <fine>> > zero\\u{200B}width", Outcome.PASS),
         ("ok <<<fine>>>", Outcome.ERROR),
@@ -303,7 +290,7 @@ def test_all_error() -> None:
         CriterionResult("correct_amount", Outcome.ERROR, gate=True, reason="judge_unavailable"),
         CriterionResult("polite", Outcome.ERROR, gate=False, reason="judge_unavailable"),
     )
-    no_judge = Rubric.model_validate({"id": "checks-only", "version": "1"})
+    no_judge = rubric(id="checks-only")
     assert all_error(no_judge, "blocked") == ()
     with pytest.raises(ValueError, match="no judge block"):
         parse_verdicts(GOOD, REQUEST, no_judge)

@@ -29,51 +29,25 @@ from sidecar.judge.prompt import (
     neutralise,
 )
 from sidecar.judge.screen import Screening, screen
-from sidecar.model import CriterionResult, Outcome, ToolCall, Transcript
-from sidecar.rubric import InjectionPolicy, Rubric
+from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.rubric import InjectionPolicy
+from tests.builders import criterion, judge_block, rubric, tool_call, transcript
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-RUBRIC = Rubric.model_validate(
-    {
-        "id": "screening",
-        "version": "1",
-        "untrusted_tools": ["read_email"],
-        "judge": {
-            "model": "gemini-2.5-flash",
-            "instructions": "Grade the answer.",
-            "criteria": [
-                {
-                    "name": "correct",
-                    "definition": "The answer is correct.",
-                    "pass_example": "4",
-                    "fail_example": "5",
-                }
-            ],
-        },
-    }
+RUBRIC = rubric(
+    id="screening",
+    untrusted_tools=["read_email"],
+    judge=judge_block(criterion("correct", pass_example="4", fail_example="5")),
 )
-
-
-def transcript(
-    user: str | None = None, answer: str | None = None, tool_result: str | None = None
-) -> Transcript:
-    calls: tuple[ToolCall, ...] = ()
-    if tool_result is not None:
-        calls = (ToolCall(name="read_email", arguments='{"id": 1}', result=tool_result),)
-    return Transcript(
-        trace_id="0af7651916cd43dd8448eb211c80319c",
-        root_span_id="b7ad6b7169203331",
-        user_input=user,
-        answer=answer,
-        tool_calls=calls,
-    )
+READ_EMAIL = '{"id": 1}'  # arguments of the untrusted tool's calls
 
 
 def screened(
     user: str | None = None, answer: str | None = None, tool: str | None = None
 ) -> Screening:
-    return screen(data_blocks(RUBRIC, transcript(user, answer, tool)))
+    calls = () if tool is None else (tool_call("read_email", READ_EMAIL, tool),)
+    return screen(data_blocks(RUBRIC, transcript(*calls, user_input=user, answer=answer)))
 
 
 # --- unit cases ------------------------------------------------------------------
@@ -354,9 +328,12 @@ def promptfoo_cases() -> Iterator[Case]:
     for row in _promptfoo():
         if row["mode"] == "pairwise":
             # The judge grades one answer per case: each response is its own case.
-            ts = tuple(transcript(row["question"], row[k]) for k in ("response_a", "response_b"))
+            ts = tuple(
+                transcript(user_input=row["question"], answer=row[k])
+                for k in ("response_a", "response_b")
+            )
         else:
-            ts = (transcript(None, row["response"]),)
+            ts = (transcript(user_input=None, answer=row["response"]),)
         yield Case("promptfoo", bool(row["contains_injection_or_manipulation"]), ts)
 
 
@@ -365,7 +342,17 @@ def bipia_cases() -> Iterator[tuple[str, Case]]:
     for email in emails:
         yield (
             "clean",
-            Case("bipia", False, (transcript(email["question"], None, email["context"]),)),
+            Case(
+                "bipia",
+                False,
+                (
+                    transcript(
+                        tool_call("read_email", READ_EMAIL, email["context"]),
+                        user_input=email["question"],
+                        answer=None,
+                    ),
+                ),
+            ),
         )
     for items in attacks.values():
         for attack in items:
@@ -374,7 +361,17 @@ def bipia_cases() -> Iterator[tuple[str, Case]]:
                     text = insert_attack(email["context"], attack, position)
                     yield (
                         position,
-                        Case("bipia", True, (transcript(email["question"], None, text),)),
+                        Case(
+                            "bipia",
+                            True,
+                            (
+                                transcript(
+                                    tool_call("read_email", READ_EMAIL, text),
+                                    user_input=email["question"],
+                                    answer=None,
+                                ),
+                            ),
+                        ),
                     )
 
 
@@ -417,7 +414,9 @@ def test_detection_and_false_positive_rates() -> None:
         total.add(case)
     payload = _null_payload()["null_payload"]
     null_case = Case(
-        "null", True, (transcript(_null_payload()["items"][0]["instruction"], payload),)
+        "null",
+        True,
+        (transcript(user_input=_null_payload()["items"][0]["instruction"], answer=payload),),
     )
     null.add(null_case)
     total.add(null_case)
@@ -525,9 +524,16 @@ def test_every_payload_stays_inside_its_block() -> None:
     count = 0
     for payload in payloads():
         for block, t in (
-            (RESPONSE, transcript("What is 2 + 2?", payload)),
-            (USER_INPUT, transcript(payload, "4")),
-            (TOOL_CALLS, transcript("Summarise my mail.", "Done.", payload)),
+            (RESPONSE, transcript(user_input="What is 2 + 2?", answer=payload)),
+            (USER_INPUT, transcript(user_input=payload, answer="4")),
+            (
+                TOOL_CALLS,
+                transcript(
+                    tool_call("read_email", READ_EMAIL, payload),
+                    user_input="Summarise my mail.",
+                    answer="Done.",
+                ),
+            ),
         ):
             request = build_request(RUBRIC, t)
             nonces.append(request.nonce)
@@ -540,8 +546,11 @@ def test_every_payload_stays_inside_its_block() -> None:
         for attack in items:
             for email in emails:
                 for position in ("start", "middle", "end"):
+                    attacked = insert_attack(email["context"], attack, position)
                     t = transcript(
-                        email["question"], None, insert_attack(email["context"], attack, position)
+                        tool_call("read_email", READ_EMAIL, attacked),
+                        user_input=email["question"],
+                        answer=None,
                     )
                     request = build_request(RUBRIC, t)
                     nonces.append(request.nonce)

@@ -25,6 +25,7 @@ from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import Backend, BackendReply, JudgeService, model_family, same_family
 from sidecar.model import Outcome, Transcript
 from sidecar.rubric import Rubric
+from tests.builders import ANSWER, JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import (
     JudgeServer,
     Reply,
@@ -36,18 +37,7 @@ from tests.gemini_server import (
     openai_text,
     status,
 )
-from tests.judge_fixtures import (
-    ANSWER,
-    GOOD_VERDICTS,
-    JUDGE_MODEL,
-    FakeClock,
-    judge_server,
-    make_rubric,
-    make_transcript,
-    verdicts,
-)
-
-__all__ = ["judge_server"]  # the fixture, imported for pytest
+from tests.judge_fixtures import GOOD_VERDICTS, FakeClock, verdicts
 
 OPENAI_MODEL = "llama3.1:8b"
 
@@ -127,7 +117,7 @@ def all_error(reason: str) -> list[tuple[str, Outcome, str | None]]:
 async def test_happy_path(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS, prompt_tokens=1000, output_tokens=200))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
 
         assert outcomes(result) == ALL_PASS
         assert result.criteria[0].evidence == "refund of 42.50 EUR for order A-1001 was approved"
@@ -136,7 +126,7 @@ async def test_happy_path(judge_server: JudgeServer) -> None:
         assert (result.input_tokens, result.output_tokens) == (1000, 200)
         assert result.raw_output is not None
         assert '"criteria"' in result.raw_output
-        assert screen_case(make_rubric(), make_transcript()).suspected is False
+        assert screen_case(refund_rubric(), refund_transcript()).suspected is False
         assert result.review is False
 
         [sent] = judge_server.requests
@@ -191,13 +181,13 @@ async def test_per_criterion_errors(
 ) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(answer))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(result) == want
         assert (result.judged, result.error_reason) == (True, None)
         assert rig.errors(reason) == 1
         # A result with an ERROR criterion is not cached: asking again calls the judge.
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        again = await judge_screened(rig.service, make_rubric(), make_transcript())
+        again = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(again) == ALL_PASS
         assert not again.cached
         assert len(judge_server.requests) == 2
@@ -222,7 +212,7 @@ async def test_per_criterion_errors(
 async def test_whole_answer_errors(judge_server: JudgeServer, reply: Reply, reason: str) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(reply)
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(result) == all_error(reason)
         assert (result.judged, result.error_reason) == (False, reason)
         assert rig.errors(reason) == 1
@@ -236,14 +226,14 @@ async def test_whole_answer_errors(judge_server: JudgeServer, reply: Reply, reas
 async def test_non_json_keeps_the_raw_output(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_text("I think it passes."))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert result.raw_output == "I think it passes."
 
 
 async def test_429_then_success_is_retried_after_backoff(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(429), gemini_json(GOOD_VERDICTS))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(result) == ALL_PASS
         assert len(judge_server.requests) == 2
         assert rig.clock.sleeps == [pytest.approx(0.005)]  # U(0, 0.01) with rand 0.5
@@ -256,7 +246,7 @@ async def test_429_then_success_is_retried_after_backoff(judge_server: JudgeServ
 async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(500), status(500), status(500))
-        first = await judge_screened(rig.service, make_rubric(), make_transcript())
+        first = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(first) == all_error("judge_unavailable")
         assert (first.judged, first.error_reason) == (False, "judge_unavailable")
         assert len(judge_server.requests) == 3  # max_attempts
@@ -266,7 +256,7 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
 
         # Open: the next case fails fast without any HTTP call.
         second = await judge_screened(
-            rig.service, make_rubric(), make_transcript(answer="Another answer.")
+            rig.service, refund_rubric(), refund_transcript(answer="Another answer.")
         )
         assert outcomes(second) == all_error("judge_unavailable")
         assert len(judge_server.requests) == 3
@@ -276,7 +266,7 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
         rig.clock.advance(30.0)
         assert rig.service.available()
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        third = await judge_screened(rig.service, make_rubric(), make_transcript())
+        third = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(third) == ALL_PASS
         assert len(judge_server.requests) == 4
         assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 0
@@ -285,9 +275,9 @@ async def test_persistent_500_opens_the_breaker_which_recovers(judge_server: Jud
 async def test_failed_probe_reopens_the_breaker(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, max_attempts=1, breaker_failures=1) as rig:
         judge_server.script(status(503), status(503))
-        await judge_screened(rig.service, make_rubric(), make_transcript())
+        await judge_screened(rig.service, refund_rubric(), refund_transcript())
         rig.clock.advance(30.0)
-        probe = await judge_screened(rig.service, make_rubric(), make_transcript())
+        probe = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert probe.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 2  # the probe got one attempt, no retries
         assert rig.service.retry_after() == pytest.approx(30.0)
@@ -297,12 +287,14 @@ async def test_timeout_is_retried_then_reported(judge_server: JudgeServer) -> No
     async with open_rig(judge_server, timeout_s=0.2, max_attempts=2) as rig:
         slow = Reply(body=GOOD_VERDICTS, delay_s=1.0)
         judge_server.script(slow, gemini_json(GOOD_VERDICTS))
-        recovered = await judge_screened(rig.service, make_rubric(), make_transcript())
+        recovered = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(recovered) == ALL_PASS
         assert len(judge_server.requests) == 2
 
         judge_server.script(slow, slow)
-        failed = await judge_screened(rig.service, make_rubric(), make_transcript(answer="Other."))
+        failed = await judge_screened(
+            rig.service, refund_rubric(), refund_transcript(answer="Other.")
+        )
         assert outcomes(failed) == all_error("judge_unavailable")
         assert rig.errors("timeout") == 1
 
@@ -310,7 +302,7 @@ async def test_timeout_is_retried_then_reported(judge_server: JudgeServer) -> No
 async def test_client_error_is_not_retried(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(status(400, "schema not supported"))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert result.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 1
         assert rig.errors("http_4xx") == 1
@@ -319,8 +311,8 @@ async def test_client_error_is_not_retried(judge_server: JudgeServer) -> None:
 async def test_same_case_twice_hits_the_cache(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        first = await judge_screened(rig.service, make_rubric(), make_transcript())
-        second = await judge_screened(rig.service, make_rubric(), make_transcript())
+        first = await judge_screened(rig.service, refund_rubric(), refund_transcript())
+        second = await judge_screened(rig.service, refund_rubric(), refund_transcript())
 
         assert len(judge_server.requests) == 1
         assert outcomes(second) == outcomes(first) == ALL_PASS
@@ -338,8 +330,8 @@ async def test_same_case_twice_hits_the_cache(judge_server: JudgeServer) -> None
 async def test_cache_can_be_switched_off(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, cache_max_entries=0) as rig:
         judge_server.script(gemini_json(GOOD_VERDICTS), gemini_json(GOOD_VERDICTS))
-        await judge_screened(rig.service, make_rubric(), make_transcript())
-        second = await judge_screened(rig.service, make_rubric(), make_transcript())
+        await judge_screened(rig.service, refund_rubric(), refund_transcript())
+        second = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert not second.cached
         assert len(judge_server.requests) == 2
         assert rig.value("sidecar_verdict_cache_requests_total", result="miss") == 0
@@ -382,8 +374,8 @@ async def test_injection_suspected_policy(
                 )
             )
         )
-        rubric = make_rubric(on_injection_suspected=policy)
-        transcript = make_transcript(answer=INJECTED)
+        rubric = refund_rubric(on_injection_suspected=policy)
+        transcript = refund_transcript(answer=INJECTED)
         screening = screen_case(rubric, transcript)
         assert screening.suspected
         result = await rig.service.judge(rubric, transcript, screening)
@@ -408,9 +400,9 @@ async def test_the_case_screening_is_applied_not_recomputed(
         judge_server.script(
             gemini_json(verdicts(("grounded", "PASS", "order A-1001"), ("polite", "PASS", "NONE")))
         )
-        transcript = make_transcript(answer=answer)
-        assert screen_case(make_rubric(), transcript).suspected is not screening.suspected
-        result = await rig.service.judge(make_rubric(), transcript, screening)
+        transcript = refund_transcript(answer=answer)
+        assert screen_case(refund_rubric(), transcript).suspected is not screening.suspected
+        result = await rig.service.judge(refund_rubric(), transcript, screening)
         assert outcomes(result) == ALL_PASS
         assert result.review is want_review
 
@@ -419,10 +411,10 @@ async def test_pause_policy_raises_and_reports_when_to_come_back(judge_server: J
     async with open_rig(judge_server, on_judge_unavailable="pause") as rig:
         judge_server.script(status(502), status(502), status(502))
         with pytest.raises(JudgeUnavailable) as caught:
-            await judge_screened(rig.service, make_rubric(), make_transcript())
+            await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert caught.value.reason == "http_5xx"
         with pytest.raises(JudgeUnavailable) as fast:
-            await judge_screened(rig.service, make_rubric(), make_transcript())
+            await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert fast.value.reason == "breaker_open"
         assert not rig.service.available()
 
@@ -430,17 +422,17 @@ async def test_pause_policy_raises_and_reports_when_to_come_back(judge_server: J
         await rig.service.wait_available()
         assert rig.clock() - start == pytest.approx(30.0)
         judge_server.script(gemini_json(GOOD_VERDICTS))
-        result = await judge_screened(rig.service, make_rubric(), make_transcript())
+        result = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert outcomes(result) == ALL_PASS
 
 
 async def test_breakers_are_per_model(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, max_attempts=1, breaker_failures=1) as rig:
         judge_server.script(status(500))
-        await judge_screened(rig.service, make_rubric(), make_transcript())
+        await judge_screened(rig.service, refund_rubric(), refund_transcript())
         judge_server.script(gemini_json(GOOD_VERDICTS))
         other = await judge_screened(
-            rig.service, make_rubric(model="gemini-2.5-pro"), make_transcript()
+            rig.service, refund_rubric(model="gemini-2.5-pro"), refund_transcript()
         )
         assert outcomes(other) == ALL_PASS
         assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 1
@@ -454,7 +446,7 @@ async def test_openai_happy_path(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(openai_json(GOOD_VERDICTS))
         result = await judge_screened(
-            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+            rig.service, refund_rubric(model=OPENAI_MODEL), refund_transcript()
         )
         assert outcomes(result) == ALL_PASS
         [sent] = judge_server.requests
@@ -470,7 +462,7 @@ async def test_openai_non_json(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(openai_text("Both criteria pass."))
         result = await judge_screened(
-            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+            rig.service, refund_rubric(model=OPENAI_MODEL), refund_transcript()
         )
         assert outcomes(result) == all_error("non_json")
         assert rig.errors("non_json", OPENAI_MODEL) == 1
@@ -480,7 +472,7 @@ async def test_openai_429_then_success(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(status(429), openai_json(GOOD_VERDICTS))
         result = await judge_screened(
-            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+            rig.service, refund_rubric(model=OPENAI_MODEL), refund_transcript()
         )
         assert outcomes(result) == ALL_PASS
         assert len(judge_server.requests) == 2
@@ -490,7 +482,7 @@ async def test_openai_persistent_500(judge_server: JudgeServer) -> None:
     async with open_rig(judge_server, backend="openai") as rig:
         judge_server.script(status(500), status(500), status(500))
         result = await judge_screened(
-            rig.service, make_rubric(model=OPENAI_MODEL), make_transcript()
+            rig.service, refund_rubric(model=OPENAI_MODEL), refund_transcript()
         )
         assert outcomes(result) == all_error("judge_unavailable")
         assert len(judge_server.requests) == 3
@@ -546,8 +538,8 @@ def _service(backend: Backend, clock: FakeClock, **overrides: Any) -> JudgeServi
 async def test_concurrency_is_bounded() -> None:
     backend = GatedBackend()
     service = _service(backend, FakeClock(), concurrency=2)
-    cases = [make_transcript(trace_id=f"{i:032x}") for i in range(5)]
-    tasks = [asyncio.create_task(judge_screened(service, make_rubric(), case)) for case in cases]
+    cases = [refund_transcript(trace_id=f"{i:032x}") for i in range(5)]
+    tasks = [asyncio.create_task(judge_screened(service, refund_rubric(), case)) for case in cases]
     for _ in range(50):  # let every task run as far as it can
         await asyncio.sleep(0)
     assert (backend.calls, backend.in_flight) == (2, 2)
@@ -560,9 +552,9 @@ async def test_concurrency_is_bounded() -> None:
 async def test_calls_queued_behind_an_outage_fail_fast() -> None:
     backend = DownBackend()
     service = _service(backend, FakeClock(), concurrency=1, max_attempts=1, breaker_failures=1)
-    cases = [make_transcript(trace_id=f"{i:032x}") for i in range(4)]
+    cases = [refund_transcript(trace_id=f"{i:032x}") for i in range(4)]
     results = await asyncio.gather(
-        *(judge_screened(service, make_rubric(), case) for case in cases)
+        *(judge_screened(service, refund_rubric(), case) for case in cases)
     )
     assert [r.error_reason for r in results] == ["judge_unavailable"] * 4
     assert backend.calls == 1
@@ -574,7 +566,7 @@ async def test_requests_per_minute_waits_on_the_clock() -> None:
     clock = FakeClock()
     service = _service(backend, clock, requests_per_minute=2)
     for i in range(3):
-        await judge_screened(service, make_rubric(), make_transcript(trace_id=f"{i:032x}"))
+        await judge_screened(service, refund_rubric(), refund_transcript(trace_id=f"{i:032x}"))
     assert backend.calls == 3
     assert clock.sleeps == [pytest.approx(30.0)]
 
@@ -586,7 +578,7 @@ async def test_tokens_per_minute_charges_real_usage() -> None:
     # Each call really uses 120 tokens; the estimate is larger, the difference is refunded.
     service = _service(backend, clock, tokens_per_minute=3000)
     for i in range(4):
-        await judge_screened(service, make_rubric(), make_transcript(trace_id=f"{i:032x}"))
+        await judge_screened(service, refund_rubric(), refund_transcript(trace_id=f"{i:032x}"))
     assert backend.calls == 4
     assert clock.sleeps == []
 
@@ -666,7 +658,7 @@ async def test_judge_pair_failures_open_the_breaker(judge_server: JudgeServer) -
         # Open: pairwise and graded requests alike fail fast, without an HTTP call.
         second = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
         assert second == PairwiseAnswer(Choice.ERROR, reason="breaker_open")
-        graded = await judge_screened(rig.service, make_rubric(), make_transcript())
+        graded = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert graded.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 3
         assert (rig.errors("http_5xx"), rig.errors("breaker_open")) == (1, 2)
@@ -697,7 +689,7 @@ async def test_pairwise_and_graded_requests_share_slots_and_rate_limits() -> Non
     backend = PairBackend()
     clock = FakeClock()
     service = _service(backend, clock, concurrency=1, requests_per_minute=2)
-    graded = asyncio.create_task(judge_screened(service, make_rubric(), make_transcript()))
+    graded = asyncio.create_task(judge_screened(service, refund_rubric(), refund_transcript()))
     pair = asyncio.create_task(service.judge_pair(JUDGE_MODEL, pair_request()))
     for _ in range(50):
         await asyncio.sleep(0)

@@ -1,17 +1,22 @@
 """The core is pure: only adapters import the I/O libraries (DESIGN 1, STYLE 2).
 
-Imports are read with ``ast`` (every ``import`` anywhere in the module, also
-inside functions and ``TYPE_CHECKING`` blocks), so nothing is executed.
+Test modules stand alone too: none imports another, so what tests share lives
+in helper modules (``tests/builders.py``, ``tests/judge_fixtures.py``, ...).
+Imports are read with ``ast`` (``tests.imports``: every ``import`` anywhere in
+the module, also inside functions and ``TYPE_CHECKING`` blocks), so nothing is
+executed.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "sidecar"
+from tests.imports import REPO, imported_modules, imports_of, module_name, within
+
+PACKAGE = REPO / "sidecar"
+TESTS = REPO / "tests"
 
 # Libraries that do I/O or hold process-wide state: adapters only.
 ADAPTER_ONLY = (
@@ -32,28 +37,6 @@ COMPOSITION_ROOTS = ("sidecar.app", "sidecar.wiring", "sidecar.cli", "sidecar.co
 KNOWN_ADAPTER_IMPORTS: dict[str, str] = {}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported_modules(source: str) -> set[str]:
-    """Every module name an import statement in ``source`` may load (absolute form)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            # `from google import genai` loads google.genai.
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
-def within(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -71,9 +54,7 @@ def test_the_package_was_found() -> None:
     ],
 )
 def test_only_adapters_import_io_libraries(path: Path) -> None:
-    forbidden = sorted(
-        n for n in imported_modules(path.read_text(encoding="utf-8")) if within(n, ADAPTER_ONLY)
-    )
+    forbidden = sorted(n for n in imports_of(path) if within(n, ADAPTER_ONLY))
     assert forbidden == [], (
         f"{module_name(path)} imports {forbidden}; move that into sidecar/adapters/"
     )
@@ -94,11 +75,7 @@ def test_only_adapters_import_io_libraries(path: Path) -> None:
     ],
 )
 def test_only_composition_roots_import_adapters(path: Path) -> None:
-    adapters = sorted(
-        n
-        for n in imported_modules(path.read_text(encoding="utf-8"))
-        if within(n, ("sidecar.adapters",))
-    )
+    adapters = sorted(n for n in imports_of(path) if within(n, ("sidecar.adapters",)))
     assert adapters == [], f"{module_name(path)} is core but imports {adapters}"
 
 
@@ -126,3 +103,51 @@ def test_only_composition_roots_import_adapters(path: Path) -> None:
 )
 def test_import_reader(source: str, offending: bool) -> None:
     assert any(within(n, ADAPTER_ONLY) for n in imported_modules(source)) is offending
+
+
+# --- test modules stand alone ------------------------------------------------------------
+
+TEST_FILES = sorted(TESTS.rglob("*.py"))
+TEST_MODULES = tuple(module_name(p) for p in TEST_FILES if p.name.startswith("test_"))
+
+
+def test_the_test_modules_were_found() -> None:
+    assert len(TEST_MODULES) > 30
+    assert {"tests.test_layering", "tests.integration.test_kafka_pipeline"} <= set(TEST_MODULES)
+
+
+def test_no_test_module_imports_another() -> None:
+    # What tests share goes into a helper module; a test module imported by another
+    # would also run its tests' module-level set-up there, and hide who uses what.
+    offending = {
+        module_name(path): found
+        for path in TEST_FILES
+        if (found := sorted(n for n in imports_of(path) if within(n, TEST_MODULES)))
+    }
+    assert offending == {}, "move what they share into a helper module (e.g. tests/builders.py)"
+
+
+@pytest.mark.parametrize(
+    ("source", "package", "expected"),
+    [
+        pytest.param("from tests.test_x import y", "tests", True, id="from-test-module"),
+        pytest.param("import tests.test_x", "tests", True, id="import-test-module"),
+        pytest.param("from tests import test_x", "tests", True, id="from-package-import-module"),
+        pytest.param("from .test_x import y", "tests", True, id="relative"),
+        pytest.param("from . import test_x", "tests", True, id="relative-package"),
+        pytest.param(
+            "from ..test_x import y", "tests.integration", True, id="relative-parent-package"
+        ),
+        pytest.param(
+            "from tests.integration.test_x import y", "tests", True, id="nested-test-module"
+        ),
+        pytest.param("from tests.builders import transcript", "tests", False, id="helper-module"),
+        pytest.param("from tests import builders", "tests", False, id="helper-from-package"),
+        pytest.param("from .harness import free_port", "tests.integration", False, id="helper-rel"),
+        pytest.param("import test_x", "tests", False, id="top-level-name-is-not-ours"),
+    ],
+)
+def test_test_import_reader(source: str, package: str, expected: bool) -> None:
+    test_modules = ("tests.test_x", "tests.integration.test_x")
+    found = [n for n in imported_modules(source, package) if within(n, test_modules)]
+    assert bool(found) is expected

@@ -7,12 +7,10 @@ from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
-from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.rubric import Rubric
+from sidecar.model import CheckResult, CriterionResult, Outcome
 from sidecar.verdict import Verdict, make_verdict
+from tests.builders import ROOT_SPAN_ID, TRACE_ID, rubric, transcript
 
-TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
-ROOT_ID = "b7ad6b7169203331"
 RUBRIC = {"rubric": "refund-support", "rubric_version": "3"}
 
 
@@ -38,7 +36,7 @@ def verdict(
         "sample_reason": "ratio",
     }
     fields.update(overrides)
-    tx = Transcript(trace_id, ROOT_ID, agent_name=agent, agent_version=version, answer="hi")
+    tx = transcript(trace_id=trace_id, agent_name=agent, agent_version=version, answer="hi")
     return make_verdict(tx, **fields)
 
 
@@ -154,7 +152,7 @@ def test_no_label_ever_carries_a_trace_id_or_text(metrics: Metrics) -> None:
         v = verdict(trace_id, agent=f"agent-{trace_id[-4:]}")
         record_verdict(metrics, v)
         record_sampling(metrics, "refund-support", "judge", "ratio")
-    forbidden = {*trace_ids, ROOT_ID, "refund of $40", "missing", "hi"}
+    forbidden = {*trace_ids, ROOT_SPAN_ID, "refund of $40", "missing", "hi"}
     forbidden |= {verdict(t).id for t in trace_ids}
     values = {
         label
@@ -175,8 +173,7 @@ def test_no_label_ever_carries_a_trace_id_or_text(metrics: Metrics) -> None:
 
 def test_record_sampling_and_rubric_info(metrics: Metrics) -> None:
     record_sampling(metrics, "refund-support", "skip", "budget")
-    rubric = Rubric.model_validate({"id": "refund-support", "version": "3"})
-    record_rubrics(metrics, [rubric])
+    record_rubrics(metrics, [rubric(id="refund-support", version="3")])
     assert (
         value(
             metrics,

@@ -11,12 +11,11 @@ from opentelemetry.trace import SpanKind
 
 from sidecar.adapters.otel import EVENT_NAME, JsonLinesSpanExporter, VerdictSpans, tracer_provider
 from sidecar.decode import decode
-from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
+from sidecar.model import CheckResult, CriterionResult, Outcome
 from sidecar.model import SpanKind as ModelSpanKind
 from sidecar.verdict import Verdict, make_verdict
+from tests.builders import ROOT_SPAN_ID, TRACE_ID, transcript
 
-TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
-ROOT_ID = "b7ad6b7169203331"
 PASS, FAIL, ERROR, SKIPPED = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
 
 
@@ -24,10 +23,10 @@ def verdict(
     checks: list[CheckResult] | None = None,
     criteria: list[CriterionResult] | None = None,
     *,
-    root_span_id: str | None = ROOT_ID,
+    root_span_id: str | None = ROOT_SPAN_ID,
     agent: str | None = "refund-agent",
 ) -> Verdict:
-    tx = Transcript(TRACE_ID, root_span_id, agent_name=agent, agent_version="1.4.2")
+    tx = transcript(root_span_id=root_span_id, agent_name=agent, agent_version="1.4.2")
     return make_verdict(
         tx,
         rubric_id="refund-support",
@@ -66,13 +65,16 @@ def test_verdict_span_sits_under_the_root_of_the_evaluated_trace(
     assert span.parent is not None
     assert span.context.trace_id == int(TRACE_ID, 16)
     assert span.parent.trace_id == int(TRACE_ID, 16)
-    assert span.parent.span_id == int(ROOT_ID, 16)
+    assert span.parent.span_id == int(ROOT_SPAN_ID, 16)
     assert span.parent.is_remote
     assert span.parent.trace_flags.sampled
     assert span.context.trace_flags.sampled
-    assert span.context.span_id != int(ROOT_ID, 16)
+    assert span.context.span_id != int(ROOT_SPAN_ID, 16)
     (link,) = span.links
-    assert (link.context.trace_id, link.context.span_id) == (int(TRACE_ID, 16), int(ROOT_ID, 16))
+    assert (link.context.trace_id, link.context.span_id) == (
+        int(TRACE_ID, 16),
+        int(ROOT_SPAN_ID, 16),
+    )
     assert span.resource.attributes["service.name"] == "sidecar"
 
 
@@ -215,7 +217,7 @@ def test_json_lines_exporter_writes_what_decode_reads(tmp_path: Path) -> None:
     decoded = [s for line in lines for s in decode(line.encode())]
     assert len(decoded) == 2
     for span in decoded:
-        assert (span.trace_id, span.parent_span_id) == (TRACE_ID, ROOT_ID)
+        assert (span.trace_id, span.parent_span_id) == (TRACE_ID, ROOT_SPAN_ID)
         assert span.name == "evaluate refund-support"
         assert span.kind is ModelSpanKind.INTERNAL
         assert span.resource["service.name"] == "sidecar"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sidecar.errors import InputFileError, RecordError
-from sidecar.model import CheckResult, CriterionResult, Outcome, ToolCall, Transcript
+from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
 from sidecar.records import (
     Adjudication,
     HumanLabel,
@@ -24,17 +24,18 @@ from sidecar.records import (
 )
 from sidecar.review import review_record
 from sidecar.verdict import Verdict, make_verdict
+from tests.builders import tool_call, transcript
 
 P, F, E = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
 TRACE = "ab" * 16
 
 # Hostile text: control characters, quotes, a line separator, astral and non-ASCII characters.
-TRANSCRIPT = Transcript(
+TRANSCRIPT = transcript(
+    tool_call("t", '{"a":1}', "res\n", call_id="c1", untrusted=True),
     trace_id=TRACE,
     root_span_id=None,
     agent_name="ägent\u2028",
     user_input='hi\x00\x1f"\\ é 💥',
-    tool_calls=(ToolCall("t", "c1", '{"a":1}', "res\n", None, True),),
     answer="ok\ud7ff",
     models=("m",),
     latency_ms=12.5,
@@ -62,7 +63,7 @@ def _verdict(transcript: Transcript = TRANSCRIPT, **extra: Any) -> Verdict:
 FULL = _verdict(injection_suspected=True, review=True, judge_error="timeout", raw_output='{"x": 1}')
 BARE = dataclasses.replace(
     make_verdict(
-        Transcript(trace_id="cd" * 16, root_span_id="s"),
+        transcript(trace_id="cd" * 16, root_span_id="s"),
         rubric_id="r",
         rubric_version="1",
         judge_model="j",

@@ -53,10 +53,7 @@ RECORD_KEYS = {
 _ID_KEYS = {"traceId", "spanId", "parentSpanId"}
 
 
-@pytest.fixture(autouse=True)
-def no_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_judge_credentials")
 
 
 def replay(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, list[str], str]:

@@ -10,20 +10,19 @@ import json
 import pytest
 
 from sidecar.calibrate.rolling import AgreementKey
-from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
+from sidecar.model import CheckResult, CriterionResult, Outcome
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.verdict import Verdict, make_verdict
-
-TRACE = "0af7651916cd43dd8448eb211c80319c"
+from tests.builders import TRACE_ID, transcript
 
 
 def verdict(
-    *outcomes: Outcome, judged: bool = True, review: bool = False, trace_id: str = TRACE
+    *outcomes: Outcome, judged: bool = True, review: bool = False, trace_id: str = TRACE_ID
 ) -> Verdict:
     criteria = [CriterionResult(f"c{i}", o) for i, o in enumerate(outcomes)]
     return make_verdict(
-        Transcript(trace_id=trace_id, root_span_id="b7ad6b7169203331", answer="ok"),
+        transcript(trace_id=trace_id, answer="ok"),
         rubric_id="refund",
         rubric_version="2",
         judge_model="gemini-2.5-flash",
@@ -66,10 +65,8 @@ def test_audit_share_is_deterministic_and_close_to_the_share() -> None:
 
 def test_review_record_carries_transcript_verdict_and_reasons() -> None:
     v = verdict(Outcome.PASS, review=True)
-    record = json.loads(
-        review_record(v, Transcript(trace_id=TRACE, root_span_id=None, answer="ok"), ("audit",))
-    )
-    assert record["trace_id"] == TRACE
+    record = json.loads(review_record(v, transcript(root_span_id=None, answer="ok"), ("audit",)))
+    assert record["trace_id"] == TRACE_ID
     assert record["reasons"] == ["audit"]
     assert record["verdict"]["id"] == v.id
     assert record["transcript"]["answer"] == "ok"
@@ -118,5 +115,5 @@ def test_unknown_case_uses_echoed_judge_fields_or_counts_unmatched() -> None:
 def test_labels_match_trace_ids_in_any_letter_case() -> None:
     tracker = ReviewTracker()
     tracker.remember(verdict(Outcome.PASS))
-    label = {"trace_id": TRACE.upper(), "criterion": "c0", "label": "PASS"}
+    label = {"trace_id": TRACE_ID.upper(), "criterion": "c0", "label": "PASS"}
     assert tracker.add_label(parse_label(json.dumps(label).encode())).counted

@@ -4,49 +4,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from sidecar.errors import RubricError
-from sidecar.rubric import Rubric, load_rubrics, parse_rubric, route
+from sidecar.rubric import load_rubrics, parse_rubric, route
+from tests.builders import criterion, judge_block, rubric, rubric_yaml
 
 REPO_RUBRICS = Path(__file__).resolve().parents[1] / "rubrics"
 FILE = Path("rubrics/refund.yaml")
 
-CRITERION = {
-    "name": "correct_amount",
-    "definition": "The amount told equals the amount in the tool result.",
-    "pass_example": "Your refund of $40 is on its way.",
-    "fail_example": "You will get $45 back.",
+CRITERION = criterion(
+    "correct_amount",
+    definition="The amount told equals the amount in the tool result.",
+    pass_example="Your refund of $40 is on its way.",
+    fail_example="You will get $45 back.",
+)
+# A valid rubric file; the parser's tests change its fields.
+VALID: dict[str, Any] = {
+    "id": "refund-support",
+    "version": "3",
+    "applies_to": {"service.name": "refund-agent"},
+    "checks": [{"name": "allowed_tools", "type": "tool_allowlist", "tools": ["lookup_order"]}],
+    "judge": judge_block(CRITERION, instructions="Grade it."),
 }
 
 
-def document(**changes: Any) -> str:
-    """A valid rubric as YAML text, with top-level fields replaced (None removes one)."""
-    base: dict[str, Any] = {
-        "id": "refund-support",
-        "version": "3",
-        "applies_to": {"service.name": "refund-agent"},
-        "checks": [{"name": "allowed_tools", "type": "tool_allowlist", "tools": ["lookup_order"]}],
-        "judge": {
-            "model": "gemini-2.5-flash",
-            "instructions": "Grade it.",
-            "criteria": [CRITERION],
-        },
-    }
-    base.update(changes)
-    return yaml.safe_dump({k: v for k, v in base.items() if v is not None}, sort_keys=False)
-
-
-def judge(criteria: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"model": "gemini-2.5-flash", "instructions": "Grade it.", "criteria": criteria}
-
-
-def criterion(name: str) -> dict[str, Any]:
-    return {**CRITERION, "name": name}
-
-
 def test_a_valid_rubric_parses_with_defaults() -> None:
-    rubric = parse_rubric(document(), FILE)
+    rubric = parse_rubric(rubric_yaml(VALID), FILE)
     assert rubric.id == "refund-support"
     assert rubric.sampling.judge_ratio == 0.05
     assert rubric.checks[0].gate is True
@@ -62,29 +45,34 @@ def test_a_valid_rubric_parses_with_defaults() -> None:
     ],
 )
 def test_version_is_kept_as_text(version: object, text: str) -> None:
-    assert parse_rubric(document(version=version), FILE).version == text
+    assert parse_rubric(rubric_yaml(VALID, version=version), FILE).version == text
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
         pytest.param(
-            document(checks=[{"name": "r", "type": "answer_regex", "must_match": "(refund"}]),
+            rubric_yaml(
+                VALID, checks=[{"name": "r", "type": "answer_regex", "must_match": "(refund"}]
+            ),
             "checks.0.answer_regex: Value error, bad regular expression '(refund'",
             id="bad-regex",
         ),
         pytest.param(
-            document(checks=[{"name": "r", "type": "answer_regex", "must_not_match": "[a-"}]),
+            rubric_yaml(
+                VALID, checks=[{"name": "r", "type": "answer_regex", "must_not_match": "[a-"}]
+            ),
             "checks.0.answer_regex: Value error, bad regular expression '[a-'",
             id="bad-forbidden-regex",
         ),
         pytest.param(
-            document(checks=[{"name": "r", "type": "answer_regex"}]),
+            rubric_yaml(VALID, checks=[{"name": "r", "type": "answer_regex"}]),
             "checks.0.answer_regex: Value error, give must_match, must_not_match or both",
             id="regex-without-pattern",
         ),
         pytest.param(
-            document(
+            rubric_yaml(
+                VALID,
                 checks=[
                     {"name": "ok", "type": "no_error_spans"},
                     {
@@ -93,40 +81,42 @@ def test_version_is_kept_as_text(version: object, text: str) -> None:
                         "tool": "t",
                         "schema": {"type": "objekt"},
                     },
-                ]
+                ],
             ),
             "checks.1.tool_arguments.schema: Value error, not a valid JSON Schema",
             id="bad-tool-arguments-schema",
         ),
         pytest.param(
-            document(
-                checks=[{"name": "j", "type": "answer_json_schema", "schema": {"required": "id"}}]
+            rubric_yaml(
+                VALID,
+                checks=[{"name": "j", "type": "answer_json_schema", "schema": {"required": "id"}}],
             ),
             "checks.0.answer_json_schema.schema: Value error, not a valid JSON Schema",
             id="bad-answer-schema",
         ),
         pytest.param(
-            document(checks=[{"name": "x", "type": "tool_whitelist", "tools": []}]),
+            rubric_yaml(VALID, checks=[{"name": "x", "type": "tool_whitelist", "tools": []}]),
             "checks.0: Input tag 'tool_whitelist' found using 'type' does not match",
             id="unknown-check-type",
         ),
         pytest.param(
-            document(checks=[{"name": "x", "type": "max_tool_calls", "limt": 3}]),
+            rubric_yaml(VALID, checks=[{"name": "x", "type": "max_tool_calls", "limt": 3}]),
             "checks.0.max_tool_calls.limt: Extra inputs are not permitted",
             id="misspelt-field",
         ),
         pytest.param(
-            document(checks=[{"name": "x", "type": "max_tool_calls", "limit": -1}]),
+            rubric_yaml(VALID, checks=[{"name": "x", "type": "max_tool_calls", "limit": -1}]),
             "checks.0.max_tool_calls.limit: Input should be greater than or equal to 0",
             id="negative-limit",
         ),
         pytest.param(
-            document(checks=[{"name": "x", "type": "required_tool_calls", "calls": []}]),
+            rubric_yaml(VALID, checks=[{"name": "x", "type": "required_tool_calls", "calls": []}]),
             "checks.0.required_tool_calls.calls: List should have at least 1 item",
             id="required-calls-empty",
         ),
         pytest.param(
-            document(
+            rubric_yaml(
+                VALID,
                 checks=[
                     {
                         "name": "x",
@@ -134,57 +124,70 @@ def test_version_is_kept_as_text(version: object, text: str) -> None:
                         "calls": [{"name": "a"}],
                         "order": "sorted",
                     }
-                ]
+                ],
             ),
             "checks.0.required_tool_calls.order: Input should be 'in_order' or 'any_order'",
             id="required-calls-bad-order",
         ),
-        pytest.param(document(id=None), f"{FILE}: id: Field required", id="missing-id"),
+        pytest.param(rubric_yaml(VALID, id=None), f"{FILE}: id: Field required", id="missing-id"),
         pytest.param(
-            document(version=None), f"{FILE}: version: Field required", id="missing-version"
+            rubric_yaml(VALID, version=None),
+            f"{FILE}: version: Field required",
+            id="missing-version",
         ),
         pytest.param(
-            document(id="refund support"),
+            rubric_yaml(VALID, id="refund support"),
             f"{FILE}: id: String should match pattern",
             id="id-with-space",
         ),
         pytest.param(
-            document(
+            rubric_yaml(
+                VALID,
                 checks=[
                     {"name": "a", "type": "no_error_spans"},
                     {"name": "a", "type": "no_error_spans"},
-                ]
+                ],
             ),
             "checks: Value error, duplicate check name 'a'",
             id="duplicate-check-names",
         ),
         pytest.param(
-            document(judge=judge([criterion("c"), criterion("c")])),
+            rubric_yaml(
+                VALID, judge=judge_block(criterion("c"), criterion("c"), instructions="Grade it.")
+            ),
             "judge.criteria: Value error, duplicate criterion name 'c'",
             id="duplicate-criterion-names",
         ),
         pytest.param(
-            document(judge=judge([])),
+            rubric_yaml(VALID, judge=judge_block(instructions="Grade it.")),
             "judge.criteria: List should have at least 1 item",
             id="no-criteria",
         ),
         pytest.param(
-            document(judge=judge([criterion(f"c{n}") for n in range(9)])),
+            rubric_yaml(
+                VALID,
+                judge=judge_block(
+                    *(criterion(f"c{n}") for n in range(9)), instructions="Grade it."
+                ),
+            ),
             "judge.criteria: List should have at most 8 items",
             id="nine-criteria",
         ),
         pytest.param(
-            document(judge=judge([{**CRITERION, "fail_example": ""}])),
+            rubric_yaml(
+                VALID,
+                judge=judge_block({**CRITERION, "fail_example": ""}, instructions="Grade it."),
+            ),
             "judge.criteria.0.fail_example: String should have at least 1 character",
             id="criterion-without-fail-example",
         ),
         pytest.param(
-            document(sampling={"judge_ratio": 1.5}),
+            rubric_yaml(VALID, sampling={"judge_ratio": 1.5}),
             "sampling.judge_ratio: Input should be less than or equal to 1",
             id="judge-ratio-above-one",
         ),
         pytest.param(
-            document(sampling={"always_judge": ["sometimes"]}),
+            rubric_yaml(VALID, sampling={"always_judge": ["sometimes"]}),
             "sampling.always_judge.0: Input should be",
             id="unknown-always-judge-reason",
         ),
@@ -203,7 +206,8 @@ def test_invalid_rubric_names_file_and_field(text: str, expected: str) -> None:
 
 
 def test_every_problem_in_a_file_is_reported() -> None:
-    text = document(
+    text = rubric_yaml(
+        VALID,
         id=None,
         checks=[{"name": "r", "type": "answer_regex", "must_match": "("}],
         sampling={"judge_ratio": 2},
@@ -219,10 +223,6 @@ def test_every_problem_in_a_file_is_reported() -> None:
 
 
 ROOT = {"gen_ai.agent.name": "refund-agent", "deployment.environment": "prod"}
-
-
-def rubric(applies_to: dict[str, str]) -> Rubric:
-    return Rubric.model_validate({"id": "r", "version": "1", "applies_to": applies_to})
 
 
 @pytest.mark.parametrize(
@@ -277,17 +277,13 @@ def rubric(applies_to: dict[str, str]) -> Rubric:
 def test_applies_to(
     applies_to: dict[str, str], resource: dict[str, Any], root: dict[str, Any], applies: bool
 ) -> None:
-    assert rubric(applies_to).applies(resource, root) is applies
+    assert rubric(applies_to=applies_to).applies(resource, root) is applies
 
 
 def test_route_picks_every_matching_rubric_in_order() -> None:
-    everything = Rubric.model_validate({"id": "all", "version": "1"})
-    refund = Rubric.model_validate(
-        {"id": "refund", "version": "1", "applies_to": {"service.name": "refund-agent"}}
-    )
-    airline = Rubric.model_validate(
-        {"id": "airline", "version": "1", "applies_to": {"service.name": "airline-agent"}}
-    )
+    everything = rubric(id="all")
+    refund = rubric(id="refund", applies_to={"service.name": "refund-agent"})
+    airline = rubric(id="airline", applies_to={"service.name": "airline-agent"})
     chosen = route([everything, refund, airline], {"service.name": "refund-agent"}, {})
     assert [r.id for r in chosen] == ["all", "refund"]
 
@@ -297,14 +293,16 @@ def _write(directory: Path, name: str, text: str) -> None:
 
 
 def test_load_rubrics_reports_all_problems_together(tmp_path: Path) -> None:
-    _write(tmp_path, "a-good.yaml", document(id="good"))
+    _write(tmp_path, "a-good.yaml", rubric_yaml(VALID, id="good"))
     _write(
         tmp_path,
         "b-bad-regex.yaml",
-        document(id="b", checks=[{"name": "r", "type": "answer_regex", "must_match": "("}]),
+        rubric_yaml(
+            VALID, id="b", checks=[{"name": "r", "type": "answer_regex", "must_match": "("}]
+        ),
     )
-    _write(tmp_path, "c-no-id.yml", document(id=None))
-    _write(tmp_path, "d-twin.yaml", document(id="good"))
+    _write(tmp_path, "c-no-id.yml", rubric_yaml(VALID, id=None))
+    _write(tmp_path, "d-twin.yaml", rubric_yaml(VALID, id="good"))
     _write(tmp_path, "notes.txt", "not a rubric")
     with pytest.raises(RubricError) as caught:
         load_rubrics(tmp_path)
@@ -316,8 +314,8 @@ def test_load_rubrics_reports_all_problems_together(tmp_path: Path) -> None:
 
 
 def test_load_rubrics_reads_yaml_and_yml(tmp_path: Path) -> None:
-    _write(tmp_path, "one.yaml", document(id="one"))
-    _write(tmp_path, "two.yml", document(id="two"))
+    _write(tmp_path, "one.yaml", rubric_yaml(VALID, id="one"))
+    _write(tmp_path, "two.yml", rubric_yaml(VALID, id="two"))
     assert [r.id for r in load_rubrics(tmp_path)] == ["one", "two"]
 
 

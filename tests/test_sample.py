@@ -2,60 +2,27 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.model import CheckResult, ErrorSpan, Outcome, ToolCall, Transcript
+from sidecar.model import CheckResult, ErrorSpan, Outcome, Transcript
 from sidecar.rubric import Rubric
 from sidecar.sample import SampleDecision, Sampler, trace_fraction
+from tests.builders import criterion, judge_block, rubric, sampling, tool_call, transcript
 
-JUDGE = {
-    "model": "gemini-2.5-flash",
-    "instructions": "Grade the reply.",
-    "criteria": [
-        {
-            "name": "polite",
-            "definition": "The reply is polite.",
-            "pass_example": "Thanks!",
-            "fail_example": "Go away.",
-        }
-    ],
-}
-
-
-def rubric(
-    ratio: float = 0.0, always: Sequence[str] = (), *, judge: bool = True, rid: str = "r"
-) -> Rubric:
-    data: dict[str, Any] = {
-        "id": rid,
-        "version": "1",
-        "sampling": {"judge_ratio": ratio, "always_judge": list(always)},
-    }
-    if judge:
-        data["judge"] = JUDGE
-    return Rubric.model_validate(data)
-
-
-def transcript(
-    trace_id: str = "0af7651916cd43dd8448eb211c80319c",
-    *,
-    agent: str | None = "refund-agent",
-    version: str | None = "1.0",
-    errors: bool = False,
-    calls: Sequence[ToolCall] = (),
-) -> Transcript:
-    return Transcript(
-        trace_id=trace_id,
-        root_span_id="b7ad6b7169203331",
-        agent_name=agent,
-        agent_version=version,
-        tool_calls=tuple(calls),
-        error_spans=(ErrorSpan("e1", "execute_tool x", "boom"),) if errors else (),
-    )
+JUDGE = judge_block(
+    criterion(
+        "polite",
+        definition="The reply is polite.",
+        pass_example="Thanks!",
+        fail_example="Go away.",
+    ),
+    instructions="Grade the reply.",
+)
+ERRORS = (ErrorSpan("e1", "execute_tool x", "boom"),)
 
 
 def random_ids(n: int, seed: int) -> list[str]:
@@ -66,81 +33,96 @@ def random_ids(n: int, seed: int) -> list[str]:
 CHECK_FAIL = CheckResult("allowed_tools", Outcome.FAIL)
 CHECK_ERROR = CheckResult("grounded", Outcome.ERROR)
 CHECK_PASS = CheckResult("allowed_tools", Outcome.PASS)
-UNTRUSTED = ToolCall("web_fetch", result="page text", untrusted=True)
-UNTRUSTED_NOT_CAPTURED = ToolCall("web_fetch", result=None, untrusted=True)
-TRUSTED = ToolCall("lookup_order", result="order 1", untrusted=False)
+UNTRUSTED = tool_call("web_fetch", None, "page text", untrusted=True)
+UNTRUSTED_NOT_CAPTURED = tool_call("web_fetch", None, None, untrusted=True)
+TRUSTED = tool_call("lookup_order", None, "order 1")
 ALL_RULES = ("error", "injection_suspected", "untrusted_content", "check_failed")
 
 # (rubric, sampler kwargs, transcript, checks, injection_suspected) -> (judge, reason)
 PRECEDENCE_CASES = [
     pytest.param(
-        rubric(1.0, ALL_RULES, judge=False), {}, transcript(errors=True), [CHECK_FAIL], True,
+        rubric(sampling=sampling(1.0, *ALL_RULES)),
+        {}, transcript(error_spans=ERRORS), [CHECK_FAIL], True,
         (False, "no_judge"), id="1-no-judge-block-beats-everything",
     ),
     pytest.param(
-        rubric(1.0, ALL_RULES), {"judge_enabled": False}, transcript(errors=True), [], True,
+        rubric(judge=JUDGE, sampling=sampling(1.0, *ALL_RULES)),
+        {"judge_enabled": False}, transcript(error_spans=ERRORS), [], True,
         (False, "judge_disabled"), id="2-judge-disabled-beats-always-judge",
     ),
     pytest.param(
-        rubric(0.0, ["error"]), {}, transcript(errors=True), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "error")),
+        {}, transcript(error_spans=ERRORS), [], False,
         (True, "error"), id="3-always-judge-error-span",
     ),
     pytest.param(
-        rubric(0.0, ["error"]), {}, transcript(), [CHECK_ERROR], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "error")),
+        {}, transcript(), [CHECK_ERROR], False,
         (True, "error"), id="3-always-judge-check-error",
     ),
     pytest.param(
-        rubric(0.0, ["injection_suspected"]), {}, transcript(), [], True,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "injection_suspected")),
+        {}, transcript(), [], True,
         (True, "injection_suspected"), id="3-always-judge-injection",
     ),
     pytest.param(
-        rubric(0.0, ["untrusted_content"]), {}, transcript(calls=[TRUSTED, UNTRUSTED]), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "untrusted_content")),
+        {}, transcript(TRUSTED, UNTRUSTED), [], False,
         (True, "untrusted_content"), id="3-always-judge-untrusted-result",
     ),
     pytest.param(
-        rubric(0.0, ["untrusted_content"]), {}, transcript(calls=[UNTRUSTED_NOT_CAPTURED]), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "untrusted_content")),
+        {}, transcript(UNTRUSTED_NOT_CAPTURED), [], False,
         (False, "not_sampled"), id="3-untrusted-tool-without-captured-result-no-match",
     ),
     pytest.param(
-        rubric(0.0, ["check_failed"]), {}, transcript(), [CHECK_PASS, CHECK_FAIL], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "check_failed")),
+        {}, transcript(), [CHECK_PASS, CHECK_FAIL], False,
         (True, "check_failed"), id="3-always-judge-check-failed",
     ),
     pytest.param(
-        rubric(0.0, ["check_failed", "error"]), {}, transcript(errors=True), [CHECK_FAIL], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "check_failed", "error")),
+        {}, transcript(error_spans=ERRORS), [CHECK_FAIL], False,
         (True, "check_failed"), id="3-first-matching-rule-in-rubric-order",
     ),
     pytest.param(
-        rubric(0.0, ["error", "check_failed"]), {}, transcript(errors=True), [CHECK_FAIL], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "error", "check_failed")),
+        {}, transcript(error_spans=ERRORS), [CHECK_FAIL], False,
         (True, "error"), id="3-first-matching-rule-in-rubric-order-reversed",
     ),
     pytest.param(
-        rubric(0.0), {}, transcript(errors=True, calls=[UNTRUSTED]), [CHECK_FAIL], True,
+        rubric(judge=JUDGE, sampling=sampling(0.0)),
+        {}, transcript(UNTRUSTED, error_spans=ERRORS), [CHECK_FAIL], True,
         (False, "not_sampled"), id="3-rules-not-listed-do-not-apply",
     ),
     pytest.param(
-        rubric(0.0, ["error"]), {"warmup_traces": 5}, transcript(errors=True), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "error")),
+        {"warmup_traces": 5}, transcript(error_spans=ERRORS), [], False,
         (True, "error"), id="3-always-judge-beats-warmup",
     ),
     pytest.param(
-        rubric(0.0), {"warmup_traces": 1}, transcript(), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0)), {"warmup_traces": 1}, transcript(), [], False,
         (True, "warmup"), id="4-warmup-beats-ratio",
     ),
     pytest.param(
-        rubric(0.0), {"judge_all": True}, transcript(), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0)), {"judge_all": True}, transcript(), [], False,
         (True, "judge_all"), id="judge-all-after-warmup",
     ),
     pytest.param(
-        rubric(1.0), {}, transcript(), [], False, (True, "ratio"), id="5-ratio-one-judges",
+        rubric(judge=JUDGE, sampling=sampling(1.0)),
+        {}, transcript(), [], False, (True, "ratio"), id="5-ratio-one-judges",
     ),
     pytest.param(
-        rubric(0.0), {}, transcript(), [], False, (False, "not_sampled"), id="5-ratio-zero-skips",
+        rubric(judge=JUDGE, sampling=sampling(0.0)),
+        {}, transcript(), [], False, (False, "not_sampled"), id="5-ratio-zero-skips",
     ),
     pytest.param(
-        rubric(1.0), {"per_minute": 0}, transcript(), [], False,
+        rubric(judge=JUDGE, sampling=sampling(1.0)), {"per_minute": 0}, transcript(), [], False,
         (False, "budget"), id="budget-applies-after-the-decision",
     ),
     pytest.param(
-        rubric(0.0, ["error"]), {"per_day": 0}, transcript(errors=True), [], False,
+        rubric(judge=JUDGE, sampling=sampling(0.0, "error")),
+        {"per_day": 0}, transcript(error_spans=ERRORS), [], False,
         (False, "budget"), id="budget-applies-to-always-judge-too",
     ),
 ]  # fmt: skip
@@ -172,10 +154,20 @@ def test_trace_fraction_is_deterministic_and_in_range() -> None:
 
 def test_same_trace_same_decision_across_samplers_and_rubrics() -> None:
     ids = random_ids(500, seed=2)
-    first = [Sampler(judge_enabled=True).decide(rubric(0.3), transcript(t), [], 0.0) for t in ids]
+    first = [
+        Sampler(judge_enabled=True).decide(
+            rubric(judge=JUDGE, sampling=sampling(0.3)), transcript(trace_id=t), [], 0.0
+        )
+        for t in ids
+    ]
     # Another replica, another rubric id, another time: the same answer per trace.
     other = Sampler(judge_enabled=True)
-    second = [other.decide(rubric(0.3, rid="other"), transcript(t), [], 9e9) for t in ids]
+    second = [
+        other.decide(
+            rubric(id="other", judge=JUDGE, sampling=sampling(0.3)), transcript(trace_id=t), [], 9e9
+        )
+        for t in ids
+    ]
     assert first == second
     assert {d.reason for d in first} == {"ratio", "not_sampled"}
 
@@ -188,10 +180,10 @@ def test_lower_ratio_selects_a_subset_of_a_higher_ratio(
     trace_bytes: bytes, ratios: tuple[float, float]
 ) -> None:
     low, high = sorted(ratios)
-    tx = transcript(trace_bytes.hex())
+    tx = transcript(trace_id=trace_bytes.hex())
     sampler = Sampler(judge_enabled=True)
-    if sampler.decide(rubric(low), tx, [], 0.0).judge:
-        assert sampler.decide(rubric(high), tx, [], 0.0).judge
+    if sampler.decide(rubric(judge=JUDGE, sampling=sampling(low)), tx, [], 0.0).judge:
+        assert sampler.decide(rubric(judge=JUDGE, sampling=sampling(high)), tx, [], 0.0).judge
 
 
 @pytest.mark.parametrize(
@@ -201,8 +193,10 @@ def test_lower_ratio_selects_a_subset_of_a_higher_ratio(
 def test_observed_fraction_matches_ratio(ratio: float) -> None:
     n = 20_000
     sampler = Sampler(judge_enabled=True)
-    rub = rubric(ratio)
-    judged = sum(sampler.decide(rub, transcript(t), [], 0.0).judge for t in random_ids(n, 3))
+    rub = rubric(judge=JUDGE, sampling=sampling(ratio))
+    judged = sum(
+        sampler.decide(rub, transcript(trace_id=t), [], 0.0).judge for t in random_ids(n, 3)
+    )
     # Five standard deviations of a binomial proportion; exact at 0 and 1.
     tolerance = 5 * math.sqrt(ratio * (1 - ratio) / n)
     assert abs(judged / n - ratio) <= tolerance
@@ -210,7 +204,7 @@ def test_observed_fraction_matches_ratio(ratio: float) -> None:
 
 def test_warmup_judges_the_first_n_traces_per_agent_version() -> None:
     sampler = Sampler(judge_enabled=True, warmup_traces=2)
-    rub = rubric(0.0)
+    rub = rubric(judge=JUDGE, sampling=sampling(0.0))
     sequence = [
         (("a", "1"), "warmup"),
         (("a", "1"), "warmup"),
@@ -222,7 +216,7 @@ def test_warmup_judges_the_first_n_traces_per_agent_version() -> None:
         ((None, None), "warmup"),
     ]
     reasons = [
-        sampler.decide(rub, transcript(agent=a, version=v), [], 0.0).reason
+        sampler.decide(rub, transcript(agent_name=a, agent_version=v), [], 0.0).reason
         for (a, v), _ in sequence
     ]
     assert reasons == [expected for _, expected in sequence]
@@ -230,9 +224,24 @@ def test_warmup_judges_the_first_n_traces_per_agent_version() -> None:
 
 def test_warmup_counts_per_rubric() -> None:
     sampler = Sampler(judge_enabled=True, warmup_traces=1)
-    assert sampler.decide(rubric(0.0, rid="r1"), transcript(), [], 0.0).reason == "warmup"
-    assert sampler.decide(rubric(0.0, rid="r2"), transcript(), [], 0.0).reason == "warmup"
-    assert sampler.decide(rubric(0.0, rid="r1"), transcript(), [], 0.0).reason == "not_sampled"
+    assert (
+        sampler.decide(
+            rubric(id="r1", judge=JUDGE, sampling=sampling(0.0)), transcript(), [], 0.0
+        ).reason
+        == "warmup"
+    )
+    assert (
+        sampler.decide(
+            rubric(id="r2", judge=JUDGE, sampling=sampling(0.0)), transcript(), [], 0.0
+        ).reason
+        == "warmup"
+    )
+    assert (
+        sampler.decide(
+            rubric(id="r1", judge=JUDGE, sampling=sampling(0.0)), transcript(), [], 0.0
+        ).reason
+        == "not_sampled"
+    )
 
 
 BUDGET_CASES = [
@@ -261,13 +270,15 @@ BUDGET_CASES = [
 @pytest.mark.parametrize(("limits", "times", "expected"), BUDGET_CASES)
 def test_budget(limits: dict[str, int], times: list[float], expected: list[str]) -> None:
     sampler = Sampler(judge_enabled=True, **limits)
-    rub = rubric(1.0)
+    rub = rubric(judge=JUDGE, sampling=sampling(1.0))
     assert [sampler.decide(rub, transcript(), [], now).reason for now in times] == expected
 
 
 def test_skip_decisions_do_not_spend_budget() -> None:
     sampler = Sampler(judge_enabled=True, per_minute=1)
-    assert sampler.decide(rubric(0.0), transcript(), [], 0.0) == SampleDecision(
-        False, "not_sampled"
-    )
-    assert sampler.decide(rubric(1.0), transcript(), [], 1.0) == SampleDecision(True, "ratio")
+    assert sampler.decide(
+        rubric(judge=JUDGE, sampling=sampling(0.0)), transcript(), [], 0.0
+    ) == SampleDecision(False, "not_sampled")
+    assert sampler.decide(
+        rubric(judge=JUDGE, sampling=sampling(1.0)), transcript(), [], 1.0
+    ) == SampleDecision(True, "ratio")

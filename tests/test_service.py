@@ -24,15 +24,13 @@ from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, Memo
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.app import Service
-from sidecar.rubric import Rubric
 from sidecar.settings import Settings
+from tests.builders import rubric, span_id, trace_id
 
 WAIT = 5.0  # assembler decision_wait_s
 INTERVAL = 0.1  # kafka commit_interval_s, shorter than the first send retry (0.5 s)
 
-RUBRIC = Rubric.model_validate(
-    {"id": "shop", "version": "1", "checks": [{"name": "clean", "type": "no_error_spans"}]}
-)
+RUBRIC = rubric(id="shop", checks=[{"name": "clean", "type": "no_error_spans"}])
 
 
 class ManualClock:
@@ -92,22 +90,18 @@ async def quiesce() -> None:
         await asyncio.sleep(0)
 
 
-def trace_id(n: int) -> str:
-    return f"{n:032x}"
-
-
 def spans(n: int, *, root: bool = True) -> bytes:
     """One OTLP/JSON record of trace ``n``: its root span, or a child of it."""
     span: dict[str, Any] = {
         "traceId": trace_id(n),
-        "spanId": f"{1 if root else 2:016x}",
+        "spanId": span_id(1 if root else 2),
         "name": "invoke_agent shop" if root else "execute_tool lookup",
         "kind": 1,
         "startTimeUnixNano": "1000",
         "endTimeUnixNano": "2000",
     }
     if not root:
-        span["parentSpanId"] = f"{1:016x}"
+        span["parentSpanId"] = span_id(1)
     resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "shop"}}]}
     request = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}
     return json.dumps(request).encode()

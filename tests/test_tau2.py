@@ -21,8 +21,9 @@ import pytest
 from sidecar.checks import run_check, run_checks
 from sidecar.checks.required import RequiredToolCalls
 from sidecar.checks.tools import ToolDenylist
-from sidecar.model import Outcome, ToolCall, Transcript
+from sidecar.model import Outcome, Transcript
 from sidecar.rubric import Rubric, load_rubric
+from tests.builders import tool_call, transcript
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TASKS_FILE = DATA / "tau2_airline_tasks.json"
@@ -80,20 +81,13 @@ def expectation(task_id: str, order: str = "in_order") -> RequiredToolCalls:
 
 
 def replay(calls: Sequence[tuple[str, dict[str, Any] | None]]) -> Transcript:
-    return Transcript(
-        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        root_span_id="00f067aa0ba902b7",
-        agent_name="airline-agent",
-        user_input="I need help with my reservation.",
-        tool_calls=tuple(
-            ToolCall(
-                name=name,
-                call_id=f"call_{number}",
-                arguments=None if arguments is None else json.dumps(arguments),
-                result='{"status": "ok"}',
-            )
+    return transcript(
+        *(
+            tool_call(name, arguments, '{"status": "ok"}', call_id=f"call_{number}")
             for number, (name, arguments) in enumerate(calls)
         ),
+        agent_name="airline-agent",
+        user_input="I need help with my reservation.",
         answer="All set.",
         latency_ms=2500.0,
     )

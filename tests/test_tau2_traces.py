@@ -23,7 +23,7 @@ from sidecar.pipeline import conclude, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
-from tests.spans import ToolSpec, genai_trace
+from tests.builders import ToolSpec, criterion, genai_trace, judge_block, rubric
 
 # Tasks with 3 to 5 actions: repeated tool names with different arguments
 # (2, 12), nested arguments (7, 8), reads and writes mixed.
@@ -51,33 +51,27 @@ def actions_of(task: dict[str, Any]) -> list[Action]:
 
 
 def task_rubric(task: dict[str, Any]) -> Rubric:
-    return Rubric.model_validate(
-        {
-            "id": f"tau2-airline-{task['id']}",
-            "version": "1",
-            "applies_to": {"service.name": AGENT},
-            "checks": [
-                {
-                    "name": CHECK,
-                    "type": "required_tool_calls",
-                    "order": "in_order",
-                    "calls": actions_of(task),
-                }
-            ],
-            # A judge the sampler may not use: its criteria must come out SKIPPED.
-            "judge": {
-                "model": "gemini-2.5-flash",
-                "instructions": "Grade the airline agent.",
-                "criteria": [
-                    {
-                        "name": "follows_policy",
-                        "definition": "The agent follows the airline policy.",
-                        "pass_example": "Cancels only what was asked.",
-                        "fail_example": "Cancels another reservation too.",
-                    }
-                ],
-            },
-        }
+    return rubric(
+        id=f"tau2-airline-{task['id']}",
+        applies_to={"service.name": AGENT},
+        checks=[
+            {
+                "name": CHECK,
+                "type": "required_tool_calls",
+                "order": "in_order",
+                "calls": actions_of(task),
+            }
+        ],
+        # A judge the sampler may not use: its criteria must come out SKIPPED.
+        judge=judge_block(
+            criterion(
+                "follows_policy",
+                definition="The agent follows the airline policy.",
+                pass_example="Cancels only what was asked.",
+                fail_example="Cancels another reservation too.",
+            ),
+            instructions="Grade the airline agent.",
+        ),
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.model import ErrorSpan, SpanKind, ToolCall, Trace, Transcript
 from sidecar.transcript import build_transcript
-from tests.spans import (
+from tests.builders import (
     MS,
     TRACE_ID,
     ToolSpec,
@@ -838,7 +838,7 @@ def test_structured_arguments_become_compact_json() -> None:
 
 def test_tool_calls_are_ordered_by_start_time() -> None:
     base = genai_trace("Refund A1", REFUND_CALLS)
-    shuffled = Trace(trace_id=base.trace_id, spans=tuple(reversed(base.spans)), reason=base.reason)
+    shuffled = trace(*reversed(base.spans))
     assert [c.name for c in build_transcript(shuffled).tool_calls] == [
         "lookup_order",
         "issue_refund",
@@ -1225,7 +1225,7 @@ def test_reference(attrs: dict[str, Any], reference: str | None) -> None:
 
 
 def test_empty_trace() -> None:
-    empty = Trace(trace_id=TRACE_ID, spans=(), reason=genai_trace("q").reason, truncated=True)
+    empty = trace(truncated=True)
     assert build_transcript(empty) == Transcript(
         trace_id=TRACE_ID, root_span_id=None, truncated=True
     )

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from sidecar import __version__
-from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
+from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome
 from sidecar.verdict import case_outcome, idempotency_key, make_verdict
+from tests.builders import transcript
 
 PASS, FAIL, ERROR, SKIPPED = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
 OK, BAD, ERR = CaseOutcome.ACCEPTABLE, CaseOutcome.UNACCEPTABLE, CaseOutcome.ERRORED
@@ -74,12 +75,7 @@ def test_idempotency_key_differs(other: tuple[str, str, str, str]) -> None:
     assert idempotency_key(*other) != idempotency_key(*KEY)
 
 
-TRANSCRIPT = Transcript(
-    trace_id=KEY[0],
-    root_span_id="b7ad6b7169203331",
-    agent_name="refund-agent",
-    agent_version="1.4.2",
-)
+TRANSCRIPT = transcript(trace_id=KEY[0], agent_name="refund-agent", agent_version="1.4.2")
 
 DESIGN_KEYS = {
     "id": str,
@@ -188,7 +184,7 @@ def test_record_optional_extras(overrides: dict[str, Any], extra: dict[str, str]
 
 
 def test_record_of_unjudged_case_without_agent() -> None:
-    bare = Transcript(trace_id=KEY[0], root_span_id=None)
+    bare = transcript(trace_id=KEY[0], root_span_id=None)
     v = make_verdict(
         bare,
         rubric_id="r",

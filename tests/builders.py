@@ -1,10 +1,23 @@
-"""Builders for spans and traces in tests.
+"""Builders for the records tests feed sidecar: tool calls, transcripts, rubrics, spans, traces.
 
-``span`` makes one ``Span`` with sensible defaults; ``trace`` wraps spans into
-a ``Trace``; ``genai_trace`` builds a realistic OTel GenAI agent run
-(``invoke_agent`` root, a ``chat`` span per model call, an ``execute_tool``
-span per tool call). Everything is deterministic: ids come from counters or
-from a hash of the span's own fields, times from fixed steps.
+Every builder returns a valid record from its defaults and takes the record's
+own field names as keyword overrides, so a test names only what it is about::
+
+    transcript(tool_call("issue_refund", {"amount": 40}), answer="Refunded $40.")
+    rubric(checks=[{"name": "clean", "type": "no_error_spans"}])
+    root = span("invoke_agent shop")
+    trace(root, span("chat", parent=root))
+
+The defaults describe an ordinary captured run (a question, an answer, a
+latency); ``None`` means *not captured*, as in the records themselves.
+``refund_rubric`` and ``refund_transcript`` are the refund case the judge tests
+grade; ``genai_trace`` is a whole OTel GenAI agent run as decoded spans.
+Everything is deterministic: ids are constants, counters or hashes of the
+span's own fields, times fixed steps. Expected values in assertions are
+written as the records themselves.
+
+(OTel SDK spans, OTLP requests and the ADK agent's traces come from
+``tests/agents``; this module builds sidecar's records only.)
 """
 
 from __future__ import annotations
@@ -14,6 +27,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import yaml
+
 from sidecar.model import (
     AttrValue,
     DecideReason,
@@ -21,18 +36,174 @@ from sidecar.model import (
     SpanEvent,
     SpanKind,
     StatusCode,
+    ToolCall,
     Trace,
+    Transcript,
 )
+from sidecar.rubric import Rubric
 
-TRACE_ID = "5b8efff798038103d269b633813fc60c"
+# The W3C trace-context example ids.
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+ROOT_SPAN_ID = "b7ad6b7169203331"
 MS = 1_000_000  # nanoseconds
 
-ToolSpec = tuple[str, Mapping[str, Any], str | None]
+
+def trace_id(n: int) -> str:
+    """The n-th trace id, as 32 lowercase hex digits."""
+    return f"{n:032x}"
 
 
 def span_id(n: int) -> str:
     """The n-th span id of a trace, as 16 lowercase hex digits."""
     return f"{n:016x}"
+
+
+# --- tool calls and transcripts -----------------------------------------------------------
+
+
+def tool_call(
+    name: str,
+    arguments: Any = "{}",
+    result: str | None = "ok",
+    *,
+    error: str | None = None,
+    call_id: str | None = None,
+    untrusted: bool = False,
+    span_id: str | None = None,
+) -> ToolCall:
+    """A finished tool call; ``arguments`` is JSON text, a value to encode, or None (not captured)."""
+    text = arguments if arguments is None or isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(
+        name=name,
+        call_id=call_id,
+        arguments=text,
+        result=result,
+        error=error,
+        untrusted=untrusted,
+        span_id=span_id,
+    )
+
+
+def transcript(
+    *tool_calls: ToolCall,
+    trace_id: str = TRACE_ID,
+    root_span_id: str | None = ROOT_SPAN_ID,
+    user_input: str | None = "Please help.",
+    answer: str | None = "Done.",
+    latency_ms: float | None = 1200.0,
+    **fields: Any,
+) -> Transcript:
+    """A transcript of one run that called ``tool_calls``; other fields as ``Transcript`` names them."""
+    return Transcript(
+        trace_id=trace_id,
+        root_span_id=root_span_id,
+        user_input=user_input,
+        tool_calls=tool_calls,
+        answer=answer,
+        latency_ms=latency_ms,
+        **fields,
+    )
+
+
+# --- rubrics ------------------------------------------------------------------------------
+
+JUDGE_MODEL = "gemini-2.5-flash"
+
+
+def criterion(name: str, **fields: Any) -> dict[str, Any]:
+    """A judge criterion as a rubric file writes it; definition and examples follow the name."""
+    return {
+        "name": name,
+        "definition": f"The answer is {name}.",
+        "pass_example": f"A {name} answer.",
+        "fail_example": f"An answer that is not {name}.",
+        **fields,
+    }
+
+
+def judge_block(
+    *criteria: str | Mapping[str, Any],
+    model: str = JUDGE_MODEL,
+    instructions: str = "Grade the answer.",
+    **fields: Any,
+) -> dict[str, Any]:
+    """A rubric's ``judge`` block; a criterion given by name is ``criterion(name)``."""
+    return {
+        "model": model,
+        "instructions": instructions,
+        "criteria": [criterion(c) if isinstance(c, str) else dict(c) for c in criteria],
+        **fields,
+    }
+
+
+def sampling(judge_ratio: float, *always_judge: str) -> dict[str, Any]:
+    """A rubric's ``sampling`` block: judge this share of traces, and always on these rules."""
+    return {"judge_ratio": judge_ratio, "always_judge": list(always_judge)}
+
+
+def rubric(base: Mapping[str, Any] | None = None, /, **fields: Any) -> Rubric:
+    """A rubric validated as if read from a file: ``base`` then ``fields``, keys as in YAML.
+
+    Without them it is rubric ``r`` version ``1`` with no checks and no judge.
+    """
+    return Rubric.model_validate({"id": "r", "version": "1", **(base or {}), **fields})
+
+
+def rubric_yaml(base: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
+    """``base`` updated with ``fields`` as a rubric file's YAML text; a field set to None is left out.
+
+    Unlike ``rubric`` nothing is added or validated: this is the input of the parser's tests.
+    """
+    data = {**(base or {}), **fields}
+    return yaml.safe_dump({k: v for k, v in data.items() if v is not None}, sort_keys=False)
+
+
+# --- the refund case the judge tests grade ------------------------------------------------
+
+CRITERIA = ("grounded", "polite")
+ANSWER = "Your refund of 42.50 EUR for order A-1001 was approved and will arrive in 3 days."
+TOOL_RESULT = '{"order": "A-1001", "refund": "approved", "amount": 42.5}'
+
+
+def refund_rubric(
+    *,
+    model: str = JUDGE_MODEL,
+    criteria: Sequence[str | Mapping[str, Any]] = CRITERIA,
+    on_injection_suspected: str = "review",
+    **fields: Any,
+) -> Rubric:
+    """Rubric ``refunds`` v3: a judge grading ``criteria`` (grounded, polite) with ``model``."""
+    judge = judge_block(
+        *criteria,
+        model=model,
+        instructions="Grade the support agent's refund answer.",
+        on_injection_suspected=on_injection_suspected,
+    )
+    return rubric(id="refunds", version="3", judge=judge, **fields)
+
+
+def refund_transcript(
+    *,
+    answer: str = ANSWER,
+    user_input: str = "Where is my refund for order A-1001?",
+    tool_result: str = TOOL_RESULT,
+    trace_id: str = TRACE_ID,
+) -> Transcript:
+    """The support agent looked order A-1001 up (``tool_result``) and answered ``answer``."""
+    return transcript(
+        tool_call("lookup_order", '{"order": "A-1001"}', tool_result, call_id="call-1"),
+        trace_id=trace_id,
+        agent_name="support",
+        agent_version="1.4.0",
+        user_input=user_input,
+        answer=answer,
+        models=("gemini-2.0-flash",),
+    )
+
+
+# --- spans and traces ---------------------------------------------------------------------
+
+ToolSpec = tuple[str, Mapping[str, Any], str | None]
 
 
 def span(
@@ -78,6 +249,33 @@ def span(
     )
 
 
+def numbered_span(
+    n: int,
+    *,
+    trace: int = 1,
+    parent: int | None = None,
+    name: str = "work",
+    kind: SpanKind = SpanKind.INTERNAL,
+    start: int | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Span:
+    """Span ``span_id(n)`` of trace ``trace_id(trace)``, child of span number ``parent``.
+
+    It starts at ``n`` ns (or ``start``) and lasts 1 ns, so spans sort by number.
+    """
+    begin = n if start is None else start
+    return span(
+        name,
+        trace_id=trace_id(trace),
+        span_id=span_id(n),
+        parent=None if parent is None else span_id(parent),
+        attrs=attrs,
+        start=begin,
+        end=begin + 1,
+        kind=kind,
+    )
+
+
 def event(name: str, attrs: Mapping[str, Any] | None = None, time: int = 0) -> SpanEvent:
     return SpanEvent(name=name, time_unix_nano=time, attributes=dict(attrs or {}))
 
@@ -90,6 +288,16 @@ def trace(
     """A trace of ``spans``; the trace id is the first span's (``TRACE_ID`` when empty)."""
     trace_id = spans[0].trace_id if spans else TRACE_ID
     return Trace(trace_id=trace_id, spans=tuple(spans), reason=reason, truncated=truncated)
+
+
+def with_spans(base: Trace, *extra: Span) -> Trace:
+    """``base`` with more spans added (e.g. another convention's spans)."""
+    return Trace(
+        trace_id=base.trace_id,
+        spans=(*base.spans, *extra),
+        reason=base.reason,
+        truncated=base.truncated,
+    )
 
 
 def genai_trace(
@@ -226,13 +434,3 @@ def genai_trace(
         kind=SpanKind.SERVER,
     )
     return trace(root, *children)
-
-
-def with_spans(base: Trace, *extra: Span) -> Trace:
-    """``base`` with more spans added (e.g. another convention's spans)."""
-    return Trace(
-        trace_id=base.trace_id,
-        spans=(*base.spans, *extra),
-        reason=base.reason,
-        truncated=base.truncated,
-    )
