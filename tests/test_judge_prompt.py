@@ -128,7 +128,11 @@ def test_neutralise_leaves_no_markers_and_no_hidden_characters(text: str) -> Non
 @settings(max_examples=300)
 @given(
     st.text(
-        st.characters(exclude_categories=("Cc", "Cf", "Co", "Cs"), exclude_characters="\u034f"),
+        # The tag block is escaped whole (its unassigned U+E0000 too), so it is left out here.
+        st.characters(
+            exclude_categories=("Cc", "Cf", "Co", "Cs"),
+            exclude_characters="\u034f" + "".join(map(chr, range(0xE0000, 0xE0080))),
+        ),
         max_size=200,
     )
 )
