@@ -454,13 +454,23 @@ BUILTIN_ANNOTATION = {
     "type": "dashboard",
 }
 
-RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED = (
+RUBRIC_CHANGE, JUDGE_MODEL_VERSION, AGENT_VERSION, SIDECAR_DEPLOYED = (
     annotation(
         "Rubric or judge model change",
         "orange",
         first_seen("sidecar_rubric_info", RUBRIC, ["rubric", "rubric_version", "judge_model"]),
         "Rubric {{rubric}} v{{rubric_version}} judged by {{judge_model}}",
         "rubric,rubric_version,judge_model",
+    ),
+    # The alias stays, the model behind it moves: what the model service says served it.
+    annotation(
+        "Judge model version change",
+        "red",
+        first_seen(
+            "sidecar_judge_model_version_info", JUDGE, ["judge_model", "judge_model_version"]
+        ),
+        "Judge {{judge_model}} served by {{judge_model_version}}",
+        "judge_model,judge_model_version",
     ),
     annotation(
         "Agent version first seen",
@@ -728,7 +738,7 @@ def quality() -> Board:
         "Verdict outcomes, criterion and check pass rates, with agent drift beside judge drift.",
         [RUBRIC_VAR, AGENT_VAR, JUDGE_VAR],
         panels,
-        [RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED],
+        [RUBRIC_CHANGE, JUDGE_MODEL_VERSION, AGENT_VERSION, SIDECAR_DEPLOYED],
     )
 
 
@@ -859,6 +869,27 @@ def judge_health() -> Board:
             unit="percentunit",
             hi=1,
         ),
+        row("Model versions behind the judge models"),
+        timeseries(
+            "Criterion pass rate by judge model version",
+            "PASS / (PASS + FAIL) per criterion and the model version that served the verdicts (what the model service reports, e.g. Gemini's modelVersion). A new line at a different level with no rubric change: the model behind the alias moved.",
+            (
+                pass_share(
+                    "sidecar_criterion_verdicts_total",
+                    CRITERIA,
+                    ["rubric", "criterion", "judge_model", "judge_model_version"],
+                ),
+                "{{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="percentunit",
+            hi=1,
+        ),
+        table(
+            "Model versions serving now",
+            "The model version that last answered for each judge model, per replica (unknown: the service did not say).",
+            f"max by (judge_model, judge_model_version) ({sel('sidecar_judge_model_version_info', JUDGE)})",
+            "Serving",
+        ),
         row("Injection screening and human review"),
         timeseries(
             "Injection-suspected share of cases",
@@ -923,7 +954,7 @@ def judge_health() -> Board:
         "Is the judge trustworthy right now: errors, breaker, latency, tokens and cost, cache, injection screening, agreement with people.",
         [RUBRIC_VAR, JUDGE_VAR],
         panels,
-        [RUBRIC_CHANGE],
+        [RUBRIC_CHANGE, JUDGE_MODEL_VERSION],
     )
 
 

@@ -125,6 +125,8 @@ def conclude(case: Case, result: JudgeResult | None) -> Verdict:
         review=result.review if result else False,
         judge_error=result.error_reason if result else None,
         raw_output=result.raw_output if result else None,
+        rubric_hash=rubric.content_hash,
+        judge_model_version=result.model_version if result else None,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
 from sidecar.app import Service
+from sidecar.fingerprint import check_fingerprint
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
 from sidecar.wiring import build_judge
@@ -32,6 +33,9 @@ def handle(args: argparse.Namespace) -> int:
     )
     settings = load_settings(args.config)
     rubrics = load_rubrics(settings.rubrics_dir)
+    for rubric in rubrics:
+        if (fingerprint := check_fingerprint(rubric)).warning:
+            logging.getLogger("sidecar").warning("%s", fingerprint.message)
     metrics = Metrics(max_agents=settings.metrics.max_agents)
     provider = (
         tracer_provider(otlp_exporter(), service_name=settings.otel.service_name)
