@@ -35,6 +35,7 @@ COMMANDS = (
     "gate",
     "compare",
     "diff",
+    "canary",
 )
 
 Handler = Callable[[argparse.Namespace], int]
