@@ -10,7 +10,8 @@ than say what it asks:
 - ``fingerprint`` (below), which would otherwise change the hash it records;
 - ``calibration``, the measurements ``sidecar calibrate --write-rubric``
   records. The ``gate: false`` that command may set is inside
-  ``judge.criteria`` and does change the hash.
+  ``judge.criteria`` and does change the hash;
+- ``canary``, which set of labelled traces watches the judge and how often.
 
 The hash goes on every verdict record (``rubric_hash``) and verdict span.
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 HASH_LENGTH = 12
 # Top-level keys that describe the rubric rather than say what it asks.
-NOT_HASHED = frozenset({"fingerprint", "calibration"})
+NOT_HASHED = frozenset({"fingerprint", "calibration", "canary"})
 
 
 def _plain(value: Any) -> Any:

@@ -83,6 +83,28 @@ class JudgeSpec(_Strict):
         return value
 
 
+class CanarySpec(_Strict):
+    """A labelled set the service re-judges on a schedule (``sidecar.canary_schedule``).
+
+    ``traces`` (one path or a list) and ``labels`` are relative to the rubric
+    file; the labels use the ``sidecar calibrate`` format with case_id = trace id.
+    """
+
+    traces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    labels: Annotated[str, Field(min_length=1)]
+    every_s: Annotated[float, Field(gt=0)] = 3600.0
+    cases_per_run: Annotated[int, Field(ge=1, le=10_000)] = 20
+
+    @field_validator("traces", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    def paths(self, base: Path) -> tuple[list[Path], Path]:
+        """(trace files, label file) resolved against ``base``, the rubric file's folder."""
+        return [base / t for t in self.traces], base / self.labels
+
+
 class Fingerprint(_Strict):
     """The content hash a rubric version had (written by ``sidecar rubrics fingerprint``)."""
 
@@ -110,6 +132,7 @@ class Rubric(_Strict):
     judge: JudgeSpec | None = None
     calibration: dict[str, Any] | None = None
     fingerprint: Fingerprint | None = None
+    canary: CanarySpec | None = None
     _content_hash: str = PrivateAttr(default="")
 
     @model_validator(mode="wrap")

@@ -255,6 +255,37 @@ class Metrics:
         self.build_info = Gauge("sidecar_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
 
+        # Canary sets (DESIGN 13): apart from the production families above.
+        self.canary_agreement = Gauge(
+            "sidecar_canary_agreement",
+            "Judge against human labels on the rubric's canary set, last run "
+            "(statistic: kappa|agreement|error_rate|flip_rate).",
+            [
+                "rubric",
+                "rubric_version",
+                "judge_model",
+                "judge_model_version",
+                "criterion",
+                "statistic",
+            ],
+            registry=r,
+        )
+        self.canary_kappa_threshold = Gauge(
+            "sidecar_canary_kappa_threshold",
+            "Kappa a gated criterion's canary must reach (the rubric's calibration threshold, "
+            "else 0.4).",
+            ["rubric", "criterion"],
+            registry=r,
+        )
+        self.canary_runs = Counter(
+            "sidecar_canary_runs_total",
+            "Canary runs, by result (passed|failed: a gated criterion under its threshold or "
+            "too many judge errors).",
+            ["rubric", "result"],
+            registry=r,
+        )
+        self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
+
     def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
         """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
         pair = (agent or "unknown", version or "unknown")
@@ -274,6 +305,39 @@ class Metrics:
             self._model_versions.add(value)
             return value
         return "other"
+
+
+class CanaryJudgeAccounting:
+    """What canary judge calls cost and how they ended, counted apart from production."""
+
+    def __init__(self, registry: CollectorRegistry, cache_requests: Counter) -> None:
+        self.judge_errors = Counter(
+            "sidecar_canary_judge_errors_total",
+            "Canary judge calls that ended in ERROR, by reason.",
+            ["judge_model", "reason"],
+            registry=registry,
+        )
+        self.judge_duration = Histogram(
+            "sidecar_canary_judge_request_duration_seconds",
+            "Wall time of one canary judge HTTP request.",
+            ["judge_model"],
+            buckets=JUDGE_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.judge_tokens = Counter(
+            "sidecar_canary_judge_tokens_total",
+            "Tokens used by canary judge calls, by kind (input|output).",
+            ["judge_model", "kind"],
+            registry=registry,
+        )
+        self.judge_cost = Counter(
+            "sidecar_canary_judge_cost_usd_total",
+            "Canary judge cost in US dollars from the configured price table.",
+            ["judge_model"],
+            registry=registry,
+        )
+        # Canary calls bypass the verdict cache, so this is never written for them.
+        self.cache_requests = cache_requests
 
 
 def record_verdict(metrics: Metrics, verdict: Verdict) -> None:

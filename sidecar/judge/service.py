@@ -36,12 +36,16 @@ judge_model_version}`` to 1 for the version last seen per model (the one it
 replaces is removed), so a dashboard can mark when an alias moved.
 
 ``use_cache=False`` (the canary) neither reads nor fills the cache, so a
-re-judged case asks the model afresh.
+re-judged case asks the model afresh. :meth:`JudgeService.accounted_apart`
+gives the service's scheduled canary the same guarded path with its tokens,
+cost, errors and durations counted in other families, so that production
+figures hold production calls only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import re
 import time
@@ -118,8 +122,8 @@ class HistogramFamily(Protocol):
     def observe(self, amount: float) -> None: ...
 
 
-class JudgeMetrics(Protocol):
-    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them)."""
+class JudgeAccounting(Protocol):
+    """What the calls cost and how they ended: counted per caller (``accounted_apart``)."""
 
     @property
     def judge_errors(self) -> CounterFamily: ...
@@ -130,11 +134,20 @@ class JudgeMetrics(Protocol):
     @property
     def judge_cost(self) -> CounterFamily: ...
     @property
+    def cache_requests(self) -> CounterFamily: ...
+
+
+class JudgeMetrics(JudgeAccounting, Protocol):
+    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them).
+
+    Beside the accounting: the state the service shares between its callers
+    (breaker, served model version) and the per-case counters of the pipeline.
+    """
+
+    @property
     def judge_breaker_open(self) -> GaugeFamily: ...
     @property
     def judge_model_version_info(self) -> GaugeFamily: ...
-    @property
-    def cache_requests(self) -> CounterFamily: ...
     @property
     def injection_suspected(self) -> CounterFamily: ...
     @property
@@ -170,7 +183,9 @@ class JudgeService:
     ) -> None:
         self._backend = backend
         self._settings = settings
-        self._metrics = metrics
+        # Calls are counted in ``_metrics``; shared state (breaker, served version) in ``_state``.
+        self._metrics: JudgeAccounting = metrics
+        self._state: JudgeMetrics = metrics
         self._clock = clock
         self._sleep = sleep
         self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, rand)
@@ -184,6 +199,16 @@ class JudgeService:
         )
         # The model version last seen per judge model (the info gauge shows only it).
         self._versions: dict[str, str] = {}
+
+    def accounted_apart(self, accounting: JudgeAccounting) -> JudgeService:
+        """This service for another caller (the canary): the same backend, slots, rate
+        limits, breakers and served-version gauge; its calls counted in ``accounting``;
+        no cache. Close only the original: they share the backend.
+        """
+        view = copy.copy(self)
+        view._metrics = accounting
+        view._cache = None
+        return view
 
     async def __aenter__(self) -> JudgeService:
         return self
@@ -407,7 +432,7 @@ class JudgeService:
         previous = self._versions.get(model)
         if previous == version:
             return
-        info = self._metrics.judge_model_version_info
+        info = self._state.judge_model_version_info
         if previous is not None:
             info.remove(model, previous)
         info.labels(judge_model=model, judge_model_version=version).set(1)
@@ -415,7 +440,7 @@ class JudgeService:
 
     def _set_breaker_gauge(self, model: str, breaker: CircuitBreaker, now: float) -> None:
         closed = breaker.state(now) is BreakerState.CLOSED
-        self._metrics.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
+        self._state.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
 
     def _count_usage(self, model: str, reply: BackendReply) -> None:
         tokens = self._metrics.judge_tokens
