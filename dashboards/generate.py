@@ -136,6 +136,12 @@ def human_agreement(statistic: str) -> str:
     return f"max by ({by}) ({sel('sidecar_judge_human_agreement', CRITERIA, matcher)})"
 
 
+def canary(statistic: str) -> str:
+    matcher = f'statistic="{statistic}"'
+    by = "rubric, criterion, judge_model, judge_model_version"
+    return f"max by ({by}) ({sel('sidecar_canary_agreement', CRITERIA, matcher)})"
+
+
 def first_seen(metric: str, matchers: str, by: Iterable[str]) -> str:
     """Label sets present now but not 10 minutes ago: a new version appeared."""
     by_clause = f"max by ({', '.join(by)})"
@@ -594,15 +600,20 @@ def quality() -> Board:
             steps=GOOD_HIGH,
         ),
         timeseries(
-            "Acceptable share by rubric version and judge model",
-            "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
+            "Judge canary: agreement with people on a fixed set",
+            "Judge drift without new labels: the last run of each rubric's canary set (labelled traces re-judged on a schedule), kappa (solid) and raw agreement against the human labels, per criterion and the model version that served the run. It moves only when the judge or the rubric does; compare with the agent line on the left. Red under 0.4: the SidecarCanaryKappaLow alert's default threshold.",
             (
-                case_share("acceptable", version_split),
-                "{{rubric}} v{{rubric_version}} {{judge_model}}",
+                canary("kappa"),
+                "kappa {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
             ),
-            unit="percentunit",
+            (
+                canary("agreement"),
+                "agreement {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="short",
+            lo=-1,
             hi=1,
-            steps=GOOD_HIGH,
+            steps=KAPPA,
         ),
         timeseries(
             "Cases per minute by agent version",
@@ -613,6 +624,32 @@ def quality() -> Board:
             ),
             unit="cpm",
             stack=True,
+        ),
+        timeseries(
+            "Judge canary: error and flip rates",
+            "Last canary run: share of ERROR verdicts (alert over 3%) and share of cases whose PASS/FAIL changed since the same case was last judged (alert over 10%). The traces are fixed, so flips are the judge's.",
+            (
+                canary("error_rate"),
+                "errors {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            (
+                canary("flip_rate"),
+                "flips {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="percentunit",
+            hi=1,
+            steps=ERROR_ALERT,
+        ),
+        timeseries(
+            "Acceptable share by rubric version and judge model",
+            "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
+            (
+                case_share("acceptable", version_split),
+                "{{rubric}} v{{rubric_version}} {{judge_model}}",
+            ),
+            unit="percentunit",
+            hi=1,
+            steps=GOOD_HIGH,
         ),
         timeseries(
             "Errored share by rubric version and judge model",
