@@ -136,6 +136,12 @@ def human_agreement(statistic: str) -> str:
     return f"max by ({by}) ({sel('sidecar_judge_human_agreement', CRITERIA, matcher)})"
 
 
+def canary(statistic: str) -> str:
+    matcher = f'statistic="{statistic}"'
+    by = "rubric, criterion, judge_model, judge_model_version"
+    return f"max by ({by}) ({sel('sidecar_canary_agreement', CRITERIA, matcher)})"
+
+
 def first_seen(metric: str, matchers: str, by: Iterable[str]) -> str:
     """Label sets present now but not 10 minutes ago: a new version appeared."""
     by_clause = f"max by ({', '.join(by)})"
@@ -454,13 +460,23 @@ BUILTIN_ANNOTATION = {
     "type": "dashboard",
 }
 
-RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED = (
+RUBRIC_CHANGE, JUDGE_MODEL_VERSION, AGENT_VERSION, SIDECAR_DEPLOYED = (
     annotation(
         "Rubric or judge model change",
         "orange",
         first_seen("sidecar_rubric_info", RUBRIC, ["rubric", "rubric_version", "judge_model"]),
         "Rubric {{rubric}} v{{rubric_version}} judged by {{judge_model}}",
         "rubric,rubric_version,judge_model",
+    ),
+    # The alias stays, the model behind it moves: what the model service says served it.
+    annotation(
+        "Judge model version change",
+        "red",
+        first_seen(
+            "sidecar_judge_model_version_info", JUDGE, ["judge_model", "judge_model_version"]
+        ),
+        "Judge {{judge_model}} served by {{judge_model_version}}",
+        "judge_model,judge_model_version",
     ),
     annotation(
         "Agent version first seen",
@@ -584,15 +600,20 @@ def quality() -> Board:
             steps=GOOD_HIGH,
         ),
         timeseries(
-            "Acceptable share by rubric version and judge model",
-            "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
+            "Judge canary: agreement with people on a fixed set",
+            "Judge drift without new labels: the last run of each rubric's canary set (labelled traces re-judged on a schedule), kappa (solid) and raw agreement against the human labels, per criterion and the model version that served the run. It moves only when the judge or the rubric does; compare with the agent line on the left. Red under 0.4: the SidecarCanaryKappaLow alert's default threshold.",
             (
-                case_share("acceptable", version_split),
-                "{{rubric}} v{{rubric_version}} {{judge_model}}",
+                canary("kappa"),
+                "kappa {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
             ),
-            unit="percentunit",
+            (
+                canary("agreement"),
+                "agreement {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="short",
+            lo=-1,
             hi=1,
-            steps=GOOD_HIGH,
+            steps=KAPPA,
         ),
         timeseries(
             "Cases per minute by agent version",
@@ -603,6 +624,32 @@ def quality() -> Board:
             ),
             unit="cpm",
             stack=True,
+        ),
+        timeseries(
+            "Judge canary: error and flip rates",
+            "Last canary run: share of ERROR verdicts (alert over 3%) and share of cases whose PASS/FAIL changed since the same case was last judged (alert over 10%). The traces are fixed, so flips are the judge's.",
+            (
+                canary("error_rate"),
+                "errors {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            (
+                canary("flip_rate"),
+                "flips {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="percentunit",
+            hi=1,
+            steps=ERROR_ALERT,
+        ),
+        timeseries(
+            "Acceptable share by rubric version and judge model",
+            "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
+            (
+                case_share("acceptable", version_split),
+                "{{rubric}} v{{rubric_version}} {{judge_model}}",
+            ),
+            unit="percentunit",
+            hi=1,
+            steps=GOOD_HIGH,
         ),
         timeseries(
             "Errored share by rubric version and judge model",
@@ -728,7 +775,7 @@ def quality() -> Board:
         "Verdict outcomes, criterion and check pass rates, with agent drift beside judge drift.",
         [RUBRIC_VAR, AGENT_VAR, JUDGE_VAR],
         panels,
-        [RUBRIC_CHANGE, AGENT_VERSION, SIDECAR_DEPLOYED],
+        [RUBRIC_CHANGE, JUDGE_MODEL_VERSION, AGENT_VERSION, SIDECAR_DEPLOYED],
     )
 
 
@@ -859,6 +906,27 @@ def judge_health() -> Board:
             unit="percentunit",
             hi=1,
         ),
+        row("Model versions behind the judge models"),
+        timeseries(
+            "Criterion pass rate by judge model version",
+            "PASS / (PASS + FAIL) per criterion and the model version that served the verdicts (what the model service reports, e.g. Gemini's modelVersion). A new line at a different level with no rubric change: the model behind the alias moved.",
+            (
+                pass_share(
+                    "sidecar_criterion_verdicts_total",
+                    CRITERIA,
+                    ["rubric", "criterion", "judge_model", "judge_model_version"],
+                ),
+                "{{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="percentunit",
+            hi=1,
+        ),
+        table(
+            "Model versions serving now",
+            "The model version that last answered for each judge model, per replica (unknown: the service did not say).",
+            f"max by (judge_model, judge_model_version) ({sel('sidecar_judge_model_version_info', JUDGE)})",
+            "Serving",
+        ),
         row("Injection screening and human review"),
         timeseries(
             "Injection-suspected share of cases",
@@ -923,7 +991,7 @@ def judge_health() -> Board:
         "Is the judge trustworthy right now: errors, breaker, latency, tokens and cost, cache, injection screening, agreement with people.",
         [RUBRIC_VAR, JUDGE_VAR],
         panels,
-        [RUBRIC_CHANGE],
+        [RUBRIC_CHANGE, JUDGE_MODEL_VERSION],
     )
 
 

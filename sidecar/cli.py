@@ -25,7 +25,18 @@ from sidecar import __version__
 from sidecar.errors import SidecarError, UsageError
 
 # Order is the order of `sidecar --help`.
-COMMANDS = ("run", "replay", "demo", "judge", "rubrics", "calibrate", "gate", "compare")
+COMMANDS = (
+    "run",
+    "replay",
+    "demo",
+    "judge",
+    "rubrics",
+    "calibrate",
+    "gate",
+    "compare",
+    "diff",
+    "canary",
+)
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -125,17 +125,21 @@ def conclude(case: Case, result: JudgeResult | None) -> Verdict:
         review=result.review if result else False,
         judge_error=result.error_reason if result else None,
         raw_output=result.raw_output if result else None,
+        rubric_hash=rubric.content_hash,
+        judge_model_version=result.model_version if result else None,
     )
 
 
-async def judge_case(case: Case, judge: Judge | None) -> Verdict:
+async def judge_case(case: Case, judge: Judge | None, *, use_cache: bool = True) -> Verdict:
     if not case.sample.judge or judge is None:
         return conclude(case, None)
     if case.transcript.answer is None:
         return conclude(case, not_captured(case))
     while True:
         try:
-            result = await judge.judge(case.rubric, case.transcript, case.screening)
+            result = await judge.judge(
+                case.rubric, case.transcript, case.screening, use_cache=use_cache
+            )
         except JudgeUnavailable as exc:
             log.warning(
                 "judge unavailable (%s); case %s waits", exc.reason, case.transcript.trace_id

@@ -220,6 +220,9 @@ class VerdictRecord(_Record):
 
     Read back, only ``trace_id``, ``rubric_id``, ``rubric_version`` and
     ``judge_model`` are required, so hand-made files may leave the rest out.
+    ``rubric_hash`` and ``judge_model_version`` (provenance, DESIGN 13; when
+    each is present: :mod:`sidecar.verdict`) are left out when absent, and
+    records written before them read with both ``None``.
     """
 
     id: Annotated[str | None, BeforeValidator(_record_id)] = None
@@ -239,6 +242,8 @@ class VerdictRecord(_Record):
     criteria: Annotated[tuple[CriterionRecord, ...], BeforeValidator(_list)] = ()
     truncated: bool | None = None
     sidecar_version: str | None = None
+    rubric_hash: Annotated[str | None, BeforeValidator(_echo)] = _left_out_when_none()
+    judge_model_version: Annotated[str | None, BeforeValidator(_echo)] = _left_out_when_none()
     judge_error: str | None = _left_out_when_none()
     raw_output: str | None = _left_out_when_none()
 

@@ -4,6 +4,10 @@ One YAML file per rubric (see README "Rubric format"). Files are validated at
 start-up; every problem is reported with the file name and the field path, e.g.
 ``rubrics/refund.yaml: checks.1.schema: ...``. The check entries are the check
 types' own models, registered in ``sidecar.checks``.
+
+Every rubric validated from a document knows its content hash
+(``Rubric.content_hash``, :func:`sidecar.fingerprint.rubric_hash` of that
+document); ``fingerprint:`` records the hash a version had.
 """
 
 from __future__ import annotations
@@ -14,11 +18,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sidecar.checks import CheckSpec
 from sidecar.checks.base import Name
 from sidecar.errors import RubricError
+from sidecar.fingerprint import HASH_LENGTH, rubric_hash
 
 
 class _Strict(BaseModel):
@@ -69,6 +83,42 @@ class JudgeSpec(_Strict):
         return value
 
 
+class CanarySpec(_Strict):
+    """A labelled set the service re-judges on a schedule (``sidecar.canary_schedule``).
+
+    ``traces`` (one path or a list) and ``labels`` are relative to the rubric
+    file; the labels use the ``sidecar calibrate`` format with case_id = trace id.
+    """
+
+    traces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    labels: Annotated[str, Field(min_length=1)]
+    every_s: Annotated[float, Field(gt=0)] = 3600.0
+    cases_per_run: Annotated[int, Field(ge=1, le=10_000)] = 20
+
+    @field_validator("traces", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    def paths(self, base: Path) -> tuple[list[Path], Path]:
+        """(trace files, label file) resolved against ``base``, the rubric file's folder."""
+        return [base / t for t in self.traces], base / self.labels
+
+
+class Fingerprint(_Strict):
+    """The content hash a rubric version had (written by ``sidecar rubrics fingerprint``)."""
+
+    version: Annotated[str, Field(min_length=1, max_length=32)]
+    hash: Annotated[str, Field(pattern=f"^[0-9a-f]{{{HASH_LENGTH}}}$")]
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+
 class Rubric(_Strict):
     """A validated rubric file."""
 
@@ -81,6 +131,26 @@ class Rubric(_Strict):
     checks: list[CheckSpec] = Field(default_factory=list)
     judge: JudgeSpec | None = None
     calibration: dict[str, Any] | None = None
+    fingerprint: Fingerprint | None = None
+    canary: CanarySpec | None = None
+    _content_hash: str = PrivateAttr(default="")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _hash_the_document(cls, data: Any, handler: ModelWrapValidatorHandler[Rubric]) -> Rubric:
+        # Hashed as written (before defaults and coercion), so the hash does not move
+        # when a sidecar release changes a default.
+        rubric = handler(data)
+        if isinstance(data, Mapping):
+            rubric._content_hash = rubric_hash(data)
+        return rubric
+
+    @property
+    def content_hash(self) -> str:
+        """12 hex of SHA-256 over the normalised document (``sidecar.fingerprint``)."""
+        return self._content_hash or rubric_hash(
+            self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        )
 
     @field_validator("version", mode="before")
     @classmethod

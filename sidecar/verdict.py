@@ -11,6 +11,21 @@ SKIPPED criteria (not judged) do not count. Checks and criteria stay in
 separate columns; nothing is averaged.
 
 The record written for each verdict is :class:`sidecar.records.VerdictRecord`.
+
+Provenance beside rubric id, version and judge model (DESIGN 13):
+
+- ``rubric_hash``: the rubric's content hash (``sidecar.fingerprint``), on
+  every verdict the pipeline makes, judged or not, since the checks come
+  from the rubric too;
+- ``judge_model_version``: what the model service says served the judge's
+  answer (``unknown`` when the answer did not say), on every verdict whose
+  case got an answer from the model: all judged ones, and unjudged ones
+  whose answer was blocked, truncated or unreadable. Absent when no answer
+  arrived (not sampled, no judge, content not captured, transport failure,
+  breaker open).
+
+Both are left out of the record when absent, so records without them read
+(and write) as before.
 """
 
 from __future__ import annotations
@@ -64,6 +79,8 @@ class Verdict:
     judge_error: str | None = None
     raw_output: str | None = None
     sidecar_version: str = __version__
+    rubric_hash: str | None = None
+    judge_model_version: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""
@@ -88,6 +105,8 @@ def make_verdict(
     review: bool = False,
     judge_error: str | None = None,
     raw_output: str | None = None,
+    rubric_hash: str | None = None,
+    judge_model_version: str | None = None,
 ) -> Verdict:
     return Verdict(
         id=idempotency_key(transcript.trace_id, rubric_id, rubric_version, judge_model),
@@ -108,4 +127,6 @@ def make_verdict(
         truncated=transcript.truncated,
         judge_error=judge_error,
         raw_output=raw_output,
+        rubric_hash=rubric_hash,
+        judge_model_version=judge_model_version,
     )

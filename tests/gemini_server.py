@@ -61,6 +61,7 @@ def gemini_text(
     prompt_tokens: int = 120,
     output_tokens: int = 30,
     thoughts_tokens: int = 0,
+    model_version: str | None = "scripted",
 ) -> Reply:
     usage: dict[str, int] = {
         "promptTokenCount": prompt_tokens,
@@ -69,19 +70,19 @@ def gemini_text(
     }
     if thoughts_tokens:
         usage["thoughtsTokenCount"] = thoughts_tokens
-    return Reply(
-        body={
-            "candidates": [
-                {
-                    "content": {"role": "model", "parts": [{"text": text}]},
-                    "finishReason": finish_reason,
-                    "index": 0,
-                }
-            ],
-            "usageMetadata": usage,
-            "modelVersion": "scripted",
-        }
-    )
+    body: dict[str, Any] = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": finish_reason,
+                "index": 0,
+            }
+        ],
+        "usageMetadata": usage,
+    }
+    if model_version is not None:  # None: an answer that does not say what served it
+        body["modelVersion"] = model_version
+    return Reply(body=body)
 
 
 def gemini_json(value: Any, **kwargs: Any) -> Reply:
@@ -142,23 +143,24 @@ def openai_text(
     prompt_tokens: int = 110,
     completion_tokens: int = 25,
     refusal: str | None = None,
+    model: str | None = "scripted",
 ) -> Reply:
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if refusal is not None:
         message["refusal"] = refusal
-    return Reply(
-        body={
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion",
-            "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
-    )
+    body: dict[str, Any] = {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+    if model is not None:  # the served model, as the answer names it
+        body["model"] = model
+    return Reply(body=body)
 
 
 def openai_json(value: Any, **kwargs: Any) -> Reply:

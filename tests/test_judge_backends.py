@@ -106,17 +106,17 @@ async def test_gemini_api_version_is_pinned(judge_server: JudgeServer) -> None:
     [
         pytest.param(
             gemini_text("{}", prompt_tokens=900, output_tokens=40),
-            BackendReply("{}", "STOP", 900, 40),
+            BackendReply("{}", "STOP", 900, 40, model_version="scripted"),
             id="text",
         ),
         pytest.param(
             gemini_text("{}", output_tokens=40, thoughts_tokens=300),
-            BackendReply("{}", "STOP", 120, 340),
+            BackendReply("{}", "STOP", 120, 340, model_version="scripted"),
             id="thinking-tokens-billed-as-output",
         ),
         pytest.param(
             gemini_text('{"crit', finish_reason="MAX_TOKENS"),
-            BackendReply('{"crit', "MAX_TOKENS", 120, 30, truncated=True),
+            BackendReply('{"crit', "MAX_TOKENS", 120, 30, truncated=True, model_version="scripted"),
             id="max-tokens",
         ),
         pytest.param(
@@ -293,22 +293,22 @@ def test_strict_schema_closes_every_object() -> None:
     [
         pytest.param(
             openai_text("{}", prompt_tokens=700, completion_tokens=20),
-            BackendReply("{}", "stop", 700, 20),
+            BackendReply("{}", "stop", 700, 20, model_version="scripted"),
             id="text",
         ),
         pytest.param(
             openai_text('{"cr', finish_reason="length"),
-            BackendReply('{"cr', "length", 110, 25, truncated=True),
+            BackendReply('{"cr', "length", 110, 25, truncated=True, model_version="scripted"),
             id="length",
         ),
         pytest.param(
             openai_text(None, finish_reason="content_filter"),
-            BackendReply(None, "content_filter", 110, 25, blocked=True),
+            BackendReply(None, "content_filter", 110, 25, blocked=True, model_version="scripted"),
             id="content-filter",
         ),
         pytest.param(
             openai_text(None, refusal="I can't help with that."),
-            BackendReply(None, "stop", 110, 25, blocked=True),
+            BackendReply(None, "stop", 110, 25, blocked=True, model_version="scripted"),
             id="refusal",
         ),
         pytest.param(Reply(body={"choices": []}), BackendReply(None, None, 0, 0), id="no-choices"),

@@ -34,6 +34,7 @@ def verdict(
         ],
         "judged": True,
         "sample_reason": "ratio",
+        "judge_model_version": "gemini-2.5-flash-001",
     }
     fields.update(overrides)
     tx = transcript(trace_id=trace_id, agent_name=agent, agent_version=version, answer="hi")
@@ -69,7 +70,11 @@ def test_record_verdict_counts_case_checks_and_criteria(metrics: Metrics) -> Non
     assert value(metrics, checks, **RUBRIC, check="allowed_tools", outcome="FAIL") == 2
     assert value(metrics, checks, **RUBRIC, check="fast_enough", outcome="PASS") == 2
     criteria = "sidecar_criterion_verdicts_total"
-    model = {**RUBRIC, "judge_model": "gemini-2.5-flash"}
+    model = {
+        **RUBRIC,
+        "judge_model": "gemini-2.5-flash",
+        "judge_model_version": "gemini-2.5-flash-001",
+    }
     assert (
         value(metrics, criteria, **model, criterion="correct_amount", gate="true", outcome="PASS")
         == 2

@@ -14,6 +14,12 @@ answer raise ``JudgeUnavailable`` with a closed ``reason``:
 
 An answer that arrives but is blocked, truncated or empty is a ``BackendReply``
 (the service turns it into ERROR verdicts), not an exception.
+
+Every reply carries what the service says served it (``model_version``):
+Gemini's ``modelVersion`` (google-genai's ``response.model_version``), the
+OpenAI-compatible answer's ``model``; ``None`` when the answer does not say.
+Hosted aliases (``gemini-2.5-flash``) move to new models without notice, and
+this is how a verdict records which one judged it.
 """
 
 from __future__ import annotations
@@ -132,6 +138,7 @@ class GeminiBackend:
 
 def _gemini_reply(response: genai_types.GenerateContentResponse) -> BackendReply:
     usage = response.usage_metadata
+    version = _version(response.model_version)
     input_tokens = (usage.prompt_token_count or 0) if usage else 0
     # Thinking tokens are billed as output.
     output_tokens = (
@@ -146,6 +153,7 @@ def _gemini_reply(response: genai_types.GenerateContentResponse) -> BackendReply
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             blocked=block is not None,
+            model_version=version,
         )
     candidate = response.candidates[0]
     finish = _enum_text(candidate.finish_reason) if candidate.finish_reason else None
@@ -158,7 +166,15 @@ def _gemini_reply(response: genai_types.GenerateContentResponse) -> BackendReply
         output_tokens=output_tokens,
         blocked=finish in _GEMINI_BLOCKED,
         truncated=finish == "MAX_TOKENS",
+        model_version=version,
     )
+
+
+def _version(value: object) -> str | None:
+    # A label value: trimmed, bounded, and absent rather than empty.
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()[:128]
 
 
 def _enum_text(value: object) -> str:
@@ -254,9 +270,12 @@ def _openai_reply(payload: Mapping[str, Any]) -> BackendReply:
     usage = _object(payload.get("usage"))
     input_tokens = _int(usage.get("prompt_tokens"))
     output_tokens = _int(usage.get("completion_tokens"))
+    version = _version(payload.get("model"))
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return BackendReply(None, None, input_tokens, output_tokens, blocked=False)
+        return BackendReply(
+            None, None, input_tokens, output_tokens, blocked=False, model_version=version
+        )
     choice = choices[0]
     message = _object(choice.get("message"))
     finish = choice.get("finish_reason")
@@ -271,6 +290,7 @@ def _openai_reply(payload: Mapping[str, Any]) -> BackendReply:
         output_tokens=output_tokens,
         blocked=refused or finish_text == "content_filter",
         truncated=finish_text == "length",
+        model_version=version,
     )
 
 

@@ -5,6 +5,14 @@ Label values come only from closed sets: rubric ids and versions, judge models,
 check and criterion names (all from rubric files), outcome enums, and agent
 names/versions capped at ``max_agents`` distinct values (overflow -> ``other``).
 Trace ids and transcript text never become labels.
+
+The judge model version (what the model service says served an answer) is a
+label only where DESIGN 13 puts it: ``sidecar_criterion_verdicts_total``
+(``none`` when no answer arrived) and the info gauge
+``sidecar_judge_model_version_info``; never on trace-level counters. Its
+values come from the model service, so they are capped too
+on the counter (``max_model_versions`` per process, overflow -> ``other``);
+the gauge holds one series per judge model at a time.
 """
 
 from __future__ import annotations
@@ -14,8 +22,12 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecar import __version__
+from sidecar.fingerprint import check_fingerprint
 from sidecar.rubric import Rubric
 from sidecar.verdict import Verdict
+
+# Label value of judge_model_version when no answer arrived (not judged, judge unreachable).
+NO_MODEL_VERSION = "none"
 
 JUDGE_DURATION_BUCKETS = (
     0.1,
@@ -39,10 +51,17 @@ JUDGE_DURATION_BUCKETS = (
 class Metrics:
     """The metric families, bound to one registry (a fresh one per test)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, max_agents: int = 50) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        max_agents: int = 50,
+        max_model_versions: int = 50,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.max_agents = max_agents
+        self.max_model_versions = max_model_versions
         self._agents: set[tuple[str, str]] = set()
+        self._model_versions: set[str] = {NO_MODEL_VERSION}
         r = self.registry
 
         # Outcomes
@@ -60,8 +79,17 @@ class Metrics:
         )
         self.criterion_verdicts = Counter(
             "sidecar_criterion_verdicts_total",
-            "Judge criterion verdicts (SKIPPED when the case was not judged).",
-            ["rubric", "rubric_version", "judge_model", "criterion", "gate", "outcome"],
+            "Judge criterion verdicts (SKIPPED when the case was not judged), by the model "
+            "version that served them (none: no answer).",
+            [
+                "rubric",
+                "rubric_version",
+                "judge_model",
+                "judge_model_version",
+                "criterion",
+                "gate",
+                "outcome",
+            ],
             registry=r,
         )
         self.duplicate_verdicts = Counter(
@@ -107,6 +135,13 @@ class Metrics:
             "sidecar_judge_breaker_open",
             "1 while the judge circuit breaker is open.",
             ["judge_model"],
+            registry=r,
+        )
+        self.judge_model_version_info = Gauge(
+            "sidecar_judge_model_version_info",
+            "1 for the model version that last answered for a judge model (what the model "
+            "service says served it; unknown when it did not say); the one it replaced is removed.",
+            ["judge_model", "judge_model_version"],
             registry=r,
         )
         self.judge_queue_depth = Gauge(
@@ -210,8 +245,46 @@ class Metrics:
             ["rubric", "rubric_version", "judge_model"],
             registry=r,
         )
+        self.rubric_unversioned_changes = Counter(
+            "sidecar_rubric_unversioned_changes_total",
+            "Rubrics loaded whose content changed without a version bump "
+            "(hash differs from the fingerprint recorded for that version).",
+            ["rubric", "rubric_version"],
+            registry=r,
+        )
         self.build_info = Gauge("sidecar_build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
+
+        # Canary sets (DESIGN 13): apart from the production families above.
+        self.canary_agreement = Gauge(
+            "sidecar_canary_agreement",
+            "Judge against human labels on the rubric's canary set, last run "
+            "(statistic: kappa|agreement|error_rate|flip_rate).",
+            [
+                "rubric",
+                "rubric_version",
+                "judge_model",
+                "judge_model_version",
+                "criterion",
+                "statistic",
+            ],
+            registry=r,
+        )
+        self.canary_kappa_threshold = Gauge(
+            "sidecar_canary_kappa_threshold",
+            "Kappa a gated criterion's canary must reach (the rubric's calibration threshold, "
+            "else 0.4).",
+            ["rubric", "criterion"],
+            registry=r,
+        )
+        self.canary_runs = Counter(
+            "sidecar_canary_runs_total",
+            "Canary runs, by result (passed|failed: a gated criterion under its threshold or "
+            "too many judge errors).",
+            ["rubric", "result"],
+            registry=r,
+        )
+        self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
 
     def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
         """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
@@ -222,6 +295,49 @@ class Metrics:
             self._agents.add(pair)
             return pair
         return ("other", "other")
+
+    def model_version_label(self, version: str | None) -> str:
+        """Cap judge model version label values; ``none`` when no answer arrived."""
+        value = version or NO_MODEL_VERSION
+        if value in self._model_versions:
+            return value
+        if len(self._model_versions) <= self.max_model_versions:
+            self._model_versions.add(value)
+            return value
+        return "other"
+
+
+class CanaryJudgeAccounting:
+    """What canary judge calls cost and how they ended, counted apart from production."""
+
+    def __init__(self, registry: CollectorRegistry, cache_requests: Counter) -> None:
+        self.judge_errors = Counter(
+            "sidecar_canary_judge_errors_total",
+            "Canary judge calls that ended in ERROR, by reason.",
+            ["judge_model", "reason"],
+            registry=registry,
+        )
+        self.judge_duration = Histogram(
+            "sidecar_canary_judge_request_duration_seconds",
+            "Wall time of one canary judge HTTP request.",
+            ["judge_model"],
+            buckets=JUDGE_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.judge_tokens = Counter(
+            "sidecar_canary_judge_tokens_total",
+            "Tokens used by canary judge calls, by kind (input|output).",
+            ["judge_model", "kind"],
+            registry=registry,
+        )
+        self.judge_cost = Counter(
+            "sidecar_canary_judge_cost_usd_total",
+            "Canary judge cost in US dollars from the configured price table.",
+            ["judge_model"],
+            registry=registry,
+        )
+        # Canary calls bypass the verdict cache, so this is never written for them.
+        self.cache_requests = cache_requests
 
 
 def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
@@ -242,11 +358,13 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             check=check.name,
             outcome=check.outcome.value,
         ).inc()
+    version = metrics.model_version_label(verdict.judge_model_version)
     for criterion in verdict.criteria:
         metrics.criterion_verdicts.labels(
             rubric=verdict.rubric_id,
             rubric_version=verdict.rubric_version,
             judge_model=verdict.judge_model,
+            judge_model_version=version,
             criterion=criterion.name,
             gate="true" if criterion.gate else "false",
             outcome=criterion.outcome.value,
@@ -258,7 +376,12 @@ def record_sampling(metrics: Metrics, rubric: str, decision: str, reason: str) -
 
 
 def record_rubrics(metrics: Metrics, rubrics: Iterable[Rubric]) -> None:
+    """The loaded rubrics: the info gauge, and each one edited without a version bump counted."""
     for rubric in rubrics:
         metrics.rubric_info.labels(
             rubric=rubric.id, rubric_version=rubric.version, judge_model=rubric.judge_model
         ).set(1)
+        if check_fingerprint(rubric).warning:
+            metrics.rubric_unversioned_changes.labels(
+                rubric=rubric.id, rubric_version=rubric.version
+            ).inc()

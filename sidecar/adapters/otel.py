@@ -4,7 +4,9 @@ Each verdict becomes a span ``evaluate {rubric_id}`` inside the evaluated
 trace: its parent is the trace's root span (a remote parent with the SAMPLED
 flag, so parent-based samplers keep it) and it links to that span too. One
 ``gen_ai.evaluation.result`` event is added per check and per criterion.
-Export uses the standard ``OTEL_EXPORTER_OTLP_*`` environment (gRPC unless
+Provenance (DESIGN 13), when the verdict has it: ``eval.rubric.hash`` on the
+span and on every event, ``eval.judge.model_version`` on the span and on every
+criterion event. Export uses the standard ``OTEL_EXPORTER_OTLP_*`` environment (gRPC unless
 ``OTEL_EXPORTER_OTLP_PROTOCOL``/``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` says
 ``http/protobuf``).
 """
@@ -42,6 +44,8 @@ from sidecar.otlpjson import request_to_json_line
 from sidecar.verdict import Verdict
 
 EVENT_NAME = "gen_ai.evaluation.result"
+RUBRIC_HASH = "eval.rubric.hash"
+JUDGE_MODEL_VERSION = "eval.judge.model_version"
 
 
 def otlp_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
@@ -122,6 +126,8 @@ class VerdictSpans:
             "eval.id": verdict.id,
             "eval.truncated": verdict.truncated,
         }
+        provenance = _provenance(verdict)
+        attributes.update(provenance)
         if verdict.agent is not None:
             attributes["gen_ai.agent.name"] = verdict.agent
         if verdict.agent_version is not None:
@@ -133,11 +139,12 @@ class VerdictSpans:
             attributes=attributes,
             links=[Link(parent, {"eval.link": "evaluated_root"})],
         )
+        rubric_only = {k: v for k, v in provenance.items() if k == RUBRIC_HASH}
         for check in verdict.checks:
-            span.add_event(EVENT_NAME, _check_event(check))
+            span.add_event(EVENT_NAME, {**_check_event(check), **rubric_only})
         for criterion in verdict.criteria:
             if criterion.outcome is not Outcome.SKIPPED:
-                span.add_event(EVENT_NAME, _criterion_event(criterion))
+                span.add_event(EVENT_NAME, {**_criterion_event(criterion), **provenance})
         span.end()
         return True
 
@@ -146,6 +153,15 @@ class VerdictSpans:
 
     def shutdown(self) -> None:
         self._provider.shutdown()
+
+
+def _provenance(verdict: Verdict) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {}
+    if verdict.rubric_hash is not None:
+        attrs[RUBRIC_HASH] = verdict.rubric_hash
+    if verdict.judge_model_version is not None:
+        attrs[JUDGE_MODEL_VERSION] = verdict.judge_model_version
+    return attrs
 
 
 def _score(

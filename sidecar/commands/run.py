@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import logging
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
 from sidecar.app import Service
+from sidecar.canary_schedule import CanarySchedule, load_sets
+from sidecar.fingerprint import check_fingerprint
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
 from sidecar.wiring import build_judge
@@ -32,6 +35,9 @@ def handle(args: argparse.Namespace) -> int:
     )
     settings = load_settings(args.config)
     rubrics = load_rubrics(settings.rubrics_dir)
+    for rubric in rubrics:
+        if (fingerprint := check_fingerprint(rubric)).warning:
+            logging.getLogger("sidecar").warning("%s", fingerprint.message)
     metrics = Metrics(max_agents=settings.metrics.max_agents)
     provider = (
         tracer_provider(otlp_exporter(), service_name=settings.otel.service_name)
@@ -40,24 +46,34 @@ def handle(args: argparse.Namespace) -> int:
     )
     spans = VerdictSpans(provider) if provider is not None else VerdictSpans.disabled()
     judge = build_judge(settings.judge, metrics)
+    sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if judge is not None else []
+    canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
     service = Service(settings, rubrics, metrics=metrics, spans=spans, judge=judge)
     logging.getLogger("sidecar").info(
-        "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s",
+        "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s, %d canary sets",
         len(rubrics),
         settings.rubrics_dir,
         settings.kafka.topic,
         settings.kafka.bootstrap_servers,
         settings.metrics.port,
         "on" if judge is not None else "off (no credentials)",
+        len(sets),
     )
-    asyncio.run(_run(service))
+    asyncio.run(_run(service, canaries))
     spans.shutdown()
     return 0
 
 
-async def _run(service: Service) -> None:
+async def _run(service: Service, canaries: CanarySchedule | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await service.run(stop)
+    # A plain task, not a TaskGroup: the service's own errors must reach the CLI unwrapped.
+    canary_task = asyncio.create_task(canaries.run(stop)) if canaries is not None else None
+    try:
+        await service.run(stop)
+    finally:
+        stop.set()  # the service ended (or failed): the canaries end with it
+        if canary_task is not None:
+            await canary_task

@@ -62,6 +62,9 @@ class JudgeResult:
     then ERROR, ``error_reason`` says why). ``review`` is the injection
     policy's flag for the case's screening. ``raw_output`` is kept for the
     verdict record and ``sidecar judge``, never for metrics.
+    ``model_version`` is what the model service says served the answer
+    (``unknown`` when it did not say), or ``None`` when no answer arrived
+    (transport failure, breaker open, nothing to judge).
     """
 
     criteria: tuple[CriterionResult, ...]
@@ -74,13 +77,19 @@ class JudgeResult:
     output_tokens: int = 0
     cached: bool = False
     nonce: str | None = None
+    model_version: str | None = None
 
 
 class Judge(Protocol):
     """The judge: one rubric, one transcript and its screening, one structured verdict."""
 
     async def judge(
-        self, rubric: Rubric, transcript: Transcript, screening: Screening
+        self,
+        rubric: Rubric,
+        transcript: Transcript,
+        screening: Screening,
+        *,
+        use_cache: bool = True,
     ) -> JudgeResult: ...
 
     async def wait_available(self) -> None:

@@ -27,11 +27,25 @@ request never raises: its order becomes ERROR with the failure's reason.
 
 Retries happen only for the reasons in ``RETRIABLE``; every failed HTTP call
 counts against the model's circuit breaker, every answered one resets it.
+
+Provenance: a result carries the ``model_version`` that served it (the
+backend's report, ``unknown`` when an answer did not say, ``None`` when no
+answer arrived); a cached result carries the version that produced it. Each
+answer also sets ``sidecar_judge_model_version_info{judge_model,
+judge_model_version}`` to 1 for the version last seen per model (the one it
+replaces is removed), so a dashboard can mark when an alias moved.
+
+``use_cache=False`` (the canary) neither reads nor fills the cache, so a
+re-judged case asks the model afresh. :meth:`JudgeService.accounted_apart`
+gives the service's scheduled canary the same guarded path with its tokens,
+cost, errors and durations counted in other families, so that production
+figures hold production calls only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import re
 import time
@@ -58,6 +72,8 @@ BREAKER_OPEN = "breaker_open"
 BLOCKED = "blocked"
 TRUNCATED = "truncated"
 INJECTION_REVIEW = "injection_suspected"
+# An answer that did not say which model version served it.
+UNKNOWN_VERSION = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +91,7 @@ class BackendReply:
     output_tokens: int
     blocked: bool = False
     truncated: bool = False
+    model_version: str | None = None  # what the service says served it; None: not said
 
 
 class Backend(Protocol):
@@ -96,6 +113,8 @@ class GaugeFamily(Protocol):
 
     def set(self, value: float) -> None: ...
 
+    def remove(self, *labelvalues: str) -> None: ...
+
 
 class HistogramFamily(Protocol):
     def labels(self, **labels: str) -> HistogramFamily: ...
@@ -103,8 +122,8 @@ class HistogramFamily(Protocol):
     def observe(self, amount: float) -> None: ...
 
 
-class JudgeMetrics(Protocol):
-    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them)."""
+class JudgeAccounting(Protocol):
+    """What the calls cost and how they ended: counted per caller (``accounted_apart``)."""
 
     @property
     def judge_errors(self) -> CounterFamily: ...
@@ -115,9 +134,20 @@ class JudgeMetrics(Protocol):
     @property
     def judge_cost(self) -> CounterFamily: ...
     @property
+    def cache_requests(self) -> CounterFamily: ...
+
+
+class JudgeMetrics(JudgeAccounting, Protocol):
+    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them).
+
+    Beside the accounting: the state the service shares between its callers
+    (breaker, served model version) and the per-case counters of the pipeline.
+    """
+
+    @property
     def judge_breaker_open(self) -> GaugeFamily: ...
     @property
-    def cache_requests(self) -> CounterFamily: ...
+    def judge_model_version_info(self) -> GaugeFamily: ...
     @property
     def injection_suspected(self) -> CounterFamily: ...
     @property
@@ -128,6 +158,7 @@ class JudgeMetrics(Protocol):
 class _Cached:
     criteria: tuple[CriterionResult, ...]  # before the injection policy
     raw_output: str | None
+    model_version: str
 
 
 class JudgeService:
@@ -152,7 +183,9 @@ class JudgeService:
     ) -> None:
         self._backend = backend
         self._settings = settings
-        self._metrics = metrics
+        # Calls are counted in ``_metrics``; shared state (breaker, served version) in ``_state``.
+        self._metrics: JudgeAccounting = metrics
+        self._state: JudgeMetrics = metrics
         self._clock = clock
         self._sleep = sleep
         self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, rand)
@@ -164,6 +197,18 @@ class JudgeService:
         self._cache: VerdictCache[_Cached] | None = (
             VerdictCache(settings.cache_max_entries) if settings.cache_max_entries > 0 else None
         )
+        # The model version last seen per judge model (the info gauge shows only it).
+        self._versions: dict[str, str] = {}
+
+    def accounted_apart(self, accounting: JudgeAccounting) -> JudgeService:
+        """This service for another caller (the canary): the same backend, slots, rate
+        limits, breakers and served-version gauge; its calls counted in ``accounting``;
+        no cache. Close only the original: they share the backend.
+        """
+        view = copy.copy(self)
+        view._metrics = accounting
+        view._cache = None
+        return view
 
     async def __aenter__(self) -> JudgeService:
         return self
@@ -201,25 +246,44 @@ class JudgeService:
     # --- judging ------------------------------------------------------------
 
     async def judge(
-        self, rubric: Rubric, transcript: Transcript, screening: Screening
+        self,
+        rubric: Rubric,
+        transcript: Transcript,
+        screening: Screening,
+        *,
+        use_cache: bool = True,
     ) -> JudgeResult:
         """Judge one case; ``screening`` is the case's, from ``screen_case``."""
-        return await self.judge_request(rubric, build_request(rubric, transcript), screening)
+        return await self.judge_request(
+            rubric, build_request(rubric, transcript), screening, use_cache=use_cache
+        )
 
     async def judge_request(
-        self, rubric: Rubric, request: JudgeRequest, screening: Screening
+        self,
+        rubric: Rubric,
+        request: JudgeRequest,
+        screening: Screening,
+        *,
+        use_cache: bool = True,
     ) -> JudgeResult:
         """Judge a request built by ``build_request`` (``sidecar judge`` shows it first)."""
         if rubric.judge is None:
             raise ValueError(f"rubric {rubric.id!r} has no judge block")
         model = rubric.judge.model
+        cache = self._cache if use_cache else None
 
-        cached = self._cache.get(request.cache_key) if self._cache is not None else None
-        if self._cache is not None:
+        cached = cache.get(request.cache_key) if cache is not None else None
+        if cache is not None:
             self._metrics.cache_requests.labels(result="hit" if cached else "miss").inc()
         if cached is not None:
             return self._verdicts(
-                rubric, request, screening, cached.criteria, cached.raw_output, cached=True
+                rubric,
+                request,
+                screening,
+                cached.criteria,
+                cached.raw_output,
+                cached=True,
+                model_version=cached.model_version,
             )
 
         try:
@@ -243,9 +307,17 @@ class JudgeService:
             self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
             return self._failed(rubric, request, failure, reply)
 
-        if self._cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
-            self._cache.put(request.cache_key, _Cached(criteria, reply.text))
-        return self._verdicts(rubric, request, screening, criteria, reply.text, reply=reply)
+        if cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
+            cache.put(request.cache_key, _Cached(criteria, reply.text, _served_by(reply)))
+        return self._verdicts(
+            rubric,
+            request,
+            screening,
+            criteria,
+            reply.text,
+            reply=reply,
+            model_version=_served_by(reply),
+        )
 
     async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
         """Send a request of ``build_pairwise_request``; every failure is an ERROR answer.
@@ -281,6 +353,7 @@ class JudgeService:
         *,
         cached: bool = False,
         reply: BackendReply | None = None,
+        model_version: str,
     ) -> JudgeResult:
         assert rubric.judge is not None
         model = rubric.judge.model
@@ -301,6 +374,7 @@ class JudgeService:
             output_tokens=reply.output_tokens if reply else 0,
             cached=cached,
             nonce=request.nonce,
+            model_version=model_version,
         )
 
     def _failed(
@@ -316,6 +390,7 @@ class JudgeService:
             input_tokens=reply.input_tokens if reply else 0,
             output_tokens=reply.output_tokens if reply else 0,
             nonce=request.nonce,
+            model_version=_served_by(reply) if reply else None,
         )
 
     async def _call(self, model: str, request: JudgeRequest) -> BackendReply:
@@ -342,6 +417,7 @@ class JudgeService:
             if failure is None:
                 breaker.record_success()
                 self._set_breaker_gauge(model, breaker, finished)
+                self._served(model, _served_by(reply))
                 self._limiter.settle(estimate, reply.input_tokens + reply.output_tokens, finished)
                 return reply
             breaker.record_failure(finished)
@@ -352,9 +428,19 @@ class JudgeService:
                 raise failure
             await self._sleep(self._backoff.delay(retries - 1))
 
+    def _served(self, model: str, version: str) -> None:
+        previous = self._versions.get(model)
+        if previous == version:
+            return
+        info = self._state.judge_model_version_info
+        if previous is not None:
+            info.remove(model, previous)
+        info.labels(judge_model=model, judge_model_version=version).set(1)
+        self._versions[model] = version
+
     def _set_breaker_gauge(self, model: str, breaker: CircuitBreaker, now: float) -> None:
         closed = breaker.state(now) is BreakerState.CLOSED
-        self._metrics.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
+        self._state.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
 
     def _count_usage(self, model: str, reply: BackendReply) -> None:
         tokens = self._metrics.judge_tokens
@@ -367,6 +453,10 @@ class JudgeService:
                 + reply.output_tokens * price.output_per_mtok
             ) / 1_000_000
             self._metrics.judge_cost.labels(judge_model=model).inc(cost)
+
+
+def _served_by(reply: BackendReply) -> str:
+    return reply.model_version or UNKNOWN_VERSION
 
 
 def _estimate_tokens(request: JudgeRequest, max_output_tokens: int) -> int:

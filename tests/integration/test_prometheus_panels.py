@@ -65,6 +65,8 @@ judge:
       pass_example: '"Sorry about that, done."'
       fail_example: '"Read the policy."'
       gate: false
+# Re-judged every second, so the canary panels have a second run (flip rate) to show.
+canary: {{traces: canary/traces.bin, labels: canary/labels.jsonl, every_s: 1}}
 """,
     # No judge: sampling decisions "skip", judge_model "none".
     "refund-policy.yaml": """
@@ -203,6 +205,38 @@ def record_turn(turn: Turn, wave: int) -> tuple[str, list[bytes]]:
 
 GARBAGE = [b"{not json at all", b"\xff\xfe not a protobuf"]
 
+# The canary set: one right and one wrong amount, labelled as the judge grades them.
+CANARY = [
+    Turn(
+        "ok",
+        "C1",
+        40.25,
+        "Done: $40.25 refunded for order C1.",
+        human=(("correct_amount", "PASS"),),
+    ),
+    Turn(
+        "wrong_amount",
+        "C2",
+        40.25,
+        f"Done: ${WRONG_AMOUNT} refunded for order C2.",
+        human=(("correct_amount", "FAIL"),),
+    ),
+]
+
+
+def write_canary(folder: Path) -> None:
+    """The canary traces (the file exporter's proto format) and their labels."""
+    folder.mkdir()
+    framed, labels = b"", []
+    for turn in CANARY:
+        trace_id, parts = record_turn(turn, wave=99)
+        framed += b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+        labels += [
+            {"case_id": trace_id, "criterion": c, "rater": "ann", "label": v} for c, v in turn.human
+        ]
+    (folder / "traces.bin").write_bytes(framed)
+    (folder / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+
 
 # -- the scenario ----------------------------------------------------------------------------
 
@@ -280,6 +314,7 @@ def prometheus(
     rubrics.mkdir()
     for name, text in RUBRICS.items():
         (rubrics / name).write_text(text, encoding="utf-8")
+    write_canary(rubrics / "canary")
     rules = [fast_rules(path, work / path.name) for path in RULE_FILES]
     with contextlib.ExitStack() as stack:
         server = JudgeServer(responder=answer_like_a_judge).start()

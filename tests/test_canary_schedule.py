@@ -1,0 +1,284 @@
+"""The service's canary schedule, driven by an injected clock, against the local judge server.
+
+The canary set is the one of tests/test_canary.py (ten refund traces, O7..O10
+answered with a wrong amount, O6 labelled FAIL by the person although its
+amount is right). ``cases_per_run: 5`` makes a two-run rotation; the server
+drifts (passes everything, under a new model version) after the second run,
+so the third run re-judges the first five cases with the drifted judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sidecar.adapters.judge_backends import GeminiBackend
+from sidecar.adapters.metrics import Metrics
+from sidecar.canary_schedule import CanarySchedule, load_sets
+from sidecar.cli import main
+from sidecar.errors import InputFileError
+from sidecar.judge import screen_case
+from sidecar.judge.config import JudgeSettings
+from sidecar.judge.service import JudgeService
+from sidecar.rubric import Rubric, load_rubrics
+from tests.gemini_server import JudgeServer
+from tests.judge_fixtures import FakeClock, make_rubric, make_transcript
+from tests.test_canary import RUBRIC, Responder, judging, labels, record_traces
+
+MODEL = "gemini-2.5-flash"
+WRONG_ORDERS = {"O7", "O8", "O9", "O10"}
+
+
+@pytest.fixture
+def responder() -> Responder:
+    return Responder()
+
+
+@pytest.fixture
+def server(responder: Responder) -> Iterator[JudgeServer]:
+    judge = JudgeServer(responder=responder).start()
+    try:
+        yield judge
+    finally:
+        judge.stop()
+
+
+@pytest.fixture
+def rubrics_dir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A rubric folder with a canary block whose files sit in a subfolder beside it."""
+    folder = tmp_path / "rubrics"
+    (folder / "canary").mkdir(parents=True)
+    line, ids = record_traces()
+    (folder / "canary" / "traces.jsonl").write_text(line)
+    (folder / "canary" / "labels.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in labels(ids))
+    )
+    block = (
+        "canary: {traces: canary/traces.jsonl, labels: canary/labels.jsonl, "
+        "every_s: 3600, cases_per_run: 5}\n"
+    )
+    (folder / "refund.yaml").write_text(RUBRIC.replace("MODEL", MODEL) + block)
+    return folder, ids
+
+
+class Rig:
+    def __init__(self, server: JudgeServer, folder: Path) -> None:
+        self.clock = FakeClock(start=0.0)
+        self.metrics = Metrics()
+        self.service = JudgeService(
+            GeminiBackend(base_url=server.base_url, api_key="test-key"),
+            JudgeSettings(max_attempts=1, breaker_failures=3, concurrency=1),
+            self.metrics,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+        )
+        self.rubrics = load_rubrics(folder)
+        self.schedule = CanarySchedule(
+            load_sets(self.rubrics, folder, self.clock()),
+            self.service,
+            self.metrics,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+        )
+
+    def gauges(self, name: str = "sidecar_canary_agreement") -> dict[tuple[str, ...], float]:
+        return {
+            tuple(s.labels.values()): s.value
+            for family in self.metrics.registry.collect()
+            if family.name == name
+            for s in family.samples
+        }
+
+    def value(self, name: str, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels)
+
+
+def agreement(version: str, criterion: str, statistic: str) -> tuple[str, ...]:
+    return ("refund-canary", "2", MODEL, version, criterion, statistic)
+
+
+async def test_rotation_schedule_gauges_and_drift(
+    server: JudgeServer,
+    responder: Responder,
+    rubrics_dir: tuple[Path, dict[str, str]],
+) -> None:
+    folder, ids = rubrics_dir
+    order_of = {trace: order for order, trace in ids.items()}
+    rig = Rig(server, folder)
+    (canary,) = rig.schedule.sets
+    rotation = [c.transcript.trace_id for c in canary.cases]
+    assert rotation == sorted(ids.values())
+    first, second = rotation[:5], rotation[5:]
+
+    async with rig.service:
+        # Run 1 at start-up: the first five cases by trace id.
+        (report,) = await rig.schedule.tick(0.0)
+        assert report.cases == 5
+        assert len(server.requests) == 5
+        sent = " ".join(json.dumps(r.body) for r in server.requests)
+        assert all(f"order {order_of[t]}." in sent for t in first)
+        assert not any(f"order {order_of[t]}." in sent for t in second)
+        # Not due again before every_s.
+        assert await rig.schedule.tick(3599.0) == []
+        # Run 2: the other five.
+        (report2,) = await rig.schedule.tick(3600.0)
+        assert len(server.requests) == 10
+        assert report2.cases == 5
+        # The judge drifts: everything PASS, served by m-002.
+        responder.current = judging(drifted=True)
+        (report3,) = await rig.schedule.tick(7200.0)
+        assert len(server.requests) == 15  # the same cases asked again: no cache
+
+    # Run 3 judged the first five again; the ones with the wrong amount flipped FAIL -> PASS.
+    wrong_first = sum(1 for t in first if order_of[t] in WRONG_ORDERS)
+    correct3 = report3.criteria[0]
+    assert (correct3.flips, correct3.compared) == (wrong_first, 5)
+    gauges = rig.gauges()
+    assert gauges[agreement("m-002", "correct_amount", "flip_rate")] == wrong_first / 5
+    assert gauges[agreement("m-002", "correct_amount", "error_rate")] == 0.0
+    assert gauges[agreement("m-002", "polite", "flip_rate")] == 0.0
+    # The m-001 series are gone: the alert reads the version serving now.
+    assert not [k for k in gauges if k[3] == "m-001"]
+    assert rig.gauges("sidecar_canary_kappa_threshold") == {
+        ("refund-canary", "correct_amount"): 0.4
+    }
+    # Production families were not touched; the canary's spend is counted apart.
+    for production in (
+        "sidecar_judge_tokens_total",
+        "sidecar_judge_request_duration_seconds_count",
+        "sidecar_verdict_cache_requests_total",
+        "sidecar_criterion_verdicts_total",
+        "sidecar_cases_total",
+    ):
+        assert rig.gauges(production) == {}, production
+    assert (
+        rig.value("sidecar_canary_judge_tokens_total", judge_model=MODEL, kind="input") == 15 * 120
+    )
+    assert rig.value("sidecar_canary_judge_request_duration_seconds_count", judge_model=MODEL) == 15
+    # The served-version gauge is shared state: it shows what answered last.
+    assert rig.gauges("sidecar_judge_model_version_info") == {(MODEL, "m-002"): 1.0}
+    runs = {
+        r: rig.value("sidecar_canary_runs_total", rubric="refund-canary", result=r)
+        for r in ("passed", "failed")
+    }
+    assert sum(v or 0 for v in runs.values()) == 3
+
+
+async def test_kappa_and_agreement_per_run(
+    server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, ids = rubrics_dir
+    order_of = {trace: order for order, trace in ids.items()}
+    rig = Rig(server, folder)
+    async with rig.service:
+        (report,) = await rig.schedule.tick(0.0)
+    # Recompute by hand from the slice: humans FAIL O6..O10, the good judge FAILs O7..O10.
+    (canary,) = rig.schedule.sets
+    tp = fp = fn = tn = 0
+    for case in canary.cases[:5]:
+        order = order_of[case.transcript.trace_id]
+        human_pass = order not in WRONG_ORDERS | {"O6"}
+        judge_pass = order not in WRONG_ORDERS
+        tp += human_pass and judge_pass
+        fp += (not human_pass) and judge_pass
+        fn += human_pass and not judge_pass
+        tn += (not human_pass) and not judge_pass
+    n = tp + fp + fn + tn
+    correct = report.criteria[0]
+    assert (correct.confusion.tp, correct.confusion.fp, correct.confusion.tn) == (tp, fp, tn)
+    gauges = rig.gauges()
+    assert gauges[agreement("m-001", "correct_amount", "agreement")] == (tp + tn) / n
+    kappa = correct.kappa
+    key = agreement("m-001", "correct_amount", "kappa")
+    assert (key in gauges) is (kappa is not None)
+    if kappa is not None:
+        assert gauges[key] == kappa
+    # No case has come round again yet: no flip rate.
+    assert not [k for k in gauges if k[-1] == "flip_rate"]
+
+
+async def test_canary_failures_open_the_shared_breaker(
+    server: JudgeServer, responder: Responder, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, _ = rubrics_dir
+    responder.current = judging(down=frozenset(f"O{n}" for n in range(1, 11)))
+    rig = Rig(server, folder)
+    async with rig.service:
+        (report,) = await rig.schedule.tick(0.0)
+        # The breaker opened on the canary's failures; production calls see it too.
+        rubric, transcript = make_rubric(), make_transcript()
+        result = await rig.service.judge(rubric, transcript, screen_case(rubric, transcript))
+    assert len(server.requests) == 3
+    assert result.error_reason == "judge_unavailable"
+    assert not report.passed
+    assert rig.gauges()[agreement("none", "correct_amount", "error_rate")] == 1.0
+    # The canary's errors are its own; the production call's are production's.
+    assert rig.value("sidecar_canary_judge_errors_total", judge_model=MODEL, reason="http_5xx") == 3
+    assert rig.value("sidecar_judge_errors_total", judge_model=MODEL, reason="breaker_open") == 1
+    assert rig.value("sidecar_canary_runs_total", rubric="refund-canary", result="failed") == 1
+
+
+async def test_run_loop_sleeps_on_the_clock_until_stopped(
+    server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, _ = rubrics_dir
+    rig = Rig(server, folder)
+    stop = asyncio.Event()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        rig.clock.advance(seconds)
+        if len(slept) == 3:
+            stop.set()
+        await asyncio.sleep(0)
+
+    schedule = CanarySchedule(
+        rig.schedule.sets, rig.service, rig.metrics, clock=rig.clock, sleep=sleep
+    )
+    async with rig.service:
+        await asyncio.wait_for(schedule.run(stop), timeout=60)
+    # Runs at 0, 3600 and 7200 (then stopped while asleep): three runs, each an hour apart.
+    assert slept == [3600.0, 3600.0, 3600.0]
+    assert len(server.requests) == 15
+
+
+def test_missing_canary_files_stop_start_up(
+    tmp_path: Path, rubrics_dir: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _ = rubrics_dir
+    (folder / "canary" / "labels.jsonl").unlink()
+    with pytest.raises(
+        InputFileError, match=r"rubric refund-canary: canary: .*labels\.jsonl: no such file"
+    ):
+        load_sets(load_rubrics(folder), folder, 0.0)
+    # `sidecar run` says so and exits 2 before it tries Kafka.
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "rubrics_dir": str(folder),
+                "judge": {"backend": "openai", "openai_base_url": "http://127.0.0.1:9/v1"},
+                "otel": {"enabled": False},
+            }
+        )
+    )
+    assert main(["run", "--config", str(config)]) == 2
+    assert "labels.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_canary_block_does_not_change_the_rubric_hash(
+    rubrics_dir: tuple[Path, dict[str, str]],
+) -> None:
+    folder, _ = rubrics_dir
+    text = (folder / "refund.yaml").read_text()
+    without = yaml.safe_load(text)
+    without.pop("canary")
+    (rubric,) = load_rubrics(folder)
+    assert rubric.canary is not None
+    assert rubric.content_hash == Rubric.model_validate(without).content_hash
