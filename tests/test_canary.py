@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -33,7 +32,6 @@ from typing import Any
 
 import pytest
 import yaml
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.adapters.judge_backends import GeminiBackend
 from sidecar.adapters.metrics import Metrics
@@ -41,118 +39,19 @@ from sidecar.canary import CANARY, canary_cases, canary_report, judge_canary, ka
 from sidecar.cli import main
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import JudgeService
-from sidecar.otlpjson import request_to_json_line
 from sidecar.records import HumanLabel, validate
 from sidecar.replay import ReplaySummary, collect_traces
 from sidecar.rubric import parse_rubric
-from tests.agents.genai_spans import make_genai_trace, recorder
-from tests.gemini_server import JudgeServer, Reply, gemini_json, openai_json, status
-
-REPO = Path(__file__).resolve().parents[1]
-WRONG = "999.95"
-ORDERS = [f"O{n}" for n in range(1, 11)]
-
-RUBRIC = """\
-id: refund-canary
-version: "2"
-applies_to: {service.name: some-other-agent}   # the canary ignores routing
-sampling: {judge_ratio: 0.0}                    # and sampling
-judge:
-  model: MODEL
-  instructions: You grade replies of a refund agent.
-  criteria:
-    - name: correct_amount
-      definition: Every amount told to the customer equals an amount in a tool result.
-      pass_example: '"Refunded $40.25" (tool returned 40.25)'
-      fail_example: '"Refunded $45" (tool returned 40.25)'
-    - name: polite
-      definition: The reply is courteous.
-      pass_example: '"Sorry about that, done."'
-      fail_example: '"Read the policy."'
-      gate: false
-"""
-
-_RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
-
-
-def answer(order: str) -> str:
-    amount = WRONG if int(order[1:]) >= 7 else "40.25"
-    return f"Sorry about that: ${amount} refunded for order {order}."
-
-
-def record_traces() -> tuple[str, dict[str, str]]:
-    """One OTLP/JSON line with the ten traces; and order -> trace id."""
-    rec = recorder("refund-agent", "1.4.2", seed="canary")
-    ids = {}
-    for order in ORDERS:
-        ids[order] = make_genai_trace(
-            rec.provider,
-            f"Please refund order {order}.",
-            [
-                (
-                    "issue_refund",
-                    {"order_id": order, "amount": 40.25},
-                    json.dumps({"order_id": order, "amount": 40.25, "status": "issued"}),
-                )
-            ],
-            answer(order),
-            agent="refund-agent",
-        )
-    return request_to_json_line(encode_spans(rec.spans())) + "\n", ids
-
-
-def labels(ids: dict[str, str]) -> list[dict[str, Any]]:
-    rows = [
-        {
-            "case_id": ids[o],
-            "criterion": "correct_amount",
-            "rater": "ann",
-            "label": "FAIL" if o in {"O6", "O7", "O8", "O9", "O10"} else "PASS",
-        }
-        for o in ORDERS
-    ]
-    rows += [
-        {"trace_id": ids[o], "criterion": "polite", "rater": "ann", "label": "pass"}
-        for o in ORDERS[:4]
-    ]
-    return rows
-
-
-def judging(*, drifted: bool = False, down: frozenset[str] = frozenset()) -> Callable[..., Reply]:
-    """A responder for both protocols: the verdicts described in the module docstring."""
-
-    def respond(path: str, body: Any) -> Reply:
-        gemini = path.endswith(":generateContent")
-        text = body["contents"][0]["parts"][0]["text"] if gemini else body["messages"][1]["content"]
-        match = _RESPONSE.search(text)
-        response = match.group(2) if match else ""
-        if any(f"order {o}." in response for o in down):
-            return status(500, "scripted outage")
-        wrong = WRONG in response and not drifted
-        criteria = [
-            {
-                "criterion": "correct_amount",
-                "evidence": f"${WRONG}" if wrong else "NONE",
-                "verdict": "FAIL" if wrong else "PASS",
-            },
-            {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-        ]
-        version = "m-002" if drifted else "m-001"
-        if gemini:
-            return gemini_json({"criteria": criteria}, model_version=version)
-        return openai_json({"criteria": criteria}, model=version)
-
-    return respond
-
-
-class Responder:
-    """Switchable behaviour for one server (the drift happens between runs)."""
-
-    def __init__(self) -> None:
-        self.current: Callable[..., Reply] = judging()
-
-    def __call__(self, path: str, body: Any) -> Reply:
-        return self.current(path, body)
+from tests.canary_fixtures import (
+    ORDERS,
+    REPO,
+    RUBRIC,
+    Responder,
+    judging,
+    labels,
+    record_traces,
+)
+from tests.gemini_server import JudgeServer
 
 
 @pytest.fixture

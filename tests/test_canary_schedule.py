@@ -26,9 +26,10 @@ from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import JudgeService
 from sidecar.rubric import Rubric, load_rubrics
+from tests.builders import refund_rubric, refund_transcript
+from tests.canary_fixtures import RUBRIC, Responder, judging, labels, record_traces
 from tests.gemini_server import JudgeServer
-from tests.judge_fixtures import FakeClock, make_rubric, make_transcript
-from tests.test_canary import RUBRIC, Responder, judging, labels, record_traces
+from tests.judge_fixtures import FakeClock
 
 MODEL = "gemini-2.5-flash"
 WRONG_ORDERS = {"O7", "O8", "O9", "O10"}
@@ -211,7 +212,7 @@ async def test_canary_failures_open_the_shared_breaker(
     async with rig.service:
         (report,) = await rig.schedule.tick(0.0)
         # The breaker opened on the canary's failures; production calls see it too.
-        rubric, transcript = make_rubric(), make_transcript()
+        rubric, transcript = refund_rubric(), refund_transcript()
         result = await rig.service.judge(rubric, transcript, screen_case(rubric, transcript))
     assert len(server.requests) == 3
     assert result.error_reason == "judge_unavailable"

@@ -45,6 +45,7 @@ from sidecar.replay import ReplaySummary, evaluate_traces
 from sidecar.rubric import Rubric, parse_rubric
 from sidecar.sample import Sampler, trace_fraction
 from tests import realparts
+from tests.builders import JUDGE_MODEL, genai_trace, refund_rubric, refund_transcript
 from tests.dashboard_queries import ANNOTATION_EXPRS, expand
 from tests.gemini_server import (
     JudgeServer,
@@ -54,8 +55,7 @@ from tests.gemini_server import (
     openai_json,
     status,
 )
-from tests.judge_fixtures import GOOD_VERDICTS, JUDGE_MODEL, make_rubric, make_transcript
-from tests.spans import genai_trace
+from tests.judge_fixtures import GOOD_VERDICTS
 
 # -- the rubric hash ------------------------------------------------------------------------
 
@@ -327,19 +327,19 @@ async def test_gemini_model_version_is_what_served_the_answer(
 ) -> None:
     async with judge_service(server) as (service, metrics):
         server.script(reply)
-        rubric, transcript = make_rubric(), make_transcript()
+        rubric, transcript = refund_rubric(), refund_transcript()
         result = await service.judge(rubric, transcript, screen_case(rubric, transcript))
     assert result.model_version == version
     assert info(metrics) == {(JUDGE_MODEL, version): 1.0}
 
 
 async def test_openai_model_is_what_served_the_answer(server: JudgeServer) -> None:
-    rubric, transcript = make_rubric(model="llama3.1"), make_transcript()
+    rubric, transcript = refund_rubric(model="llama3.1"), refund_transcript()
     async with judge_service(server, "openai") as (service, metrics):
         server.script(openai_json(GOOD_VERDICTS, model="llama3.1:8b-instruct-q4_K_M"))
         result = await service.judge(rubric, transcript, screen_case(rubric, transcript))
         server.script(openai_json(GOOD_VERDICTS, model=None))
-        other = make_transcript(answer="Refund of 42.50 EUR for order A-1001 approved.")
+        other = refund_transcript(answer="Refund of 42.50 EUR for order A-1001 approved.")
         unsaid = await service.judge(rubric, other, screen_case(rubric, other))
     assert (result.model_version, unsaid.model_version) == (
         "llama3.1:8b-instruct-q4_K_M",
@@ -351,7 +351,7 @@ async def test_openai_model_is_what_served_the_answer(server: JudgeServer) -> No
 async def test_no_answer_has_no_model_version(server: JudgeServer) -> None:
     async with judge_service(server) as (service, metrics):
         server.script(status(500))
-        rubric, transcript = make_rubric(), make_transcript()
+        rubric, transcript = refund_rubric(), refund_transcript()
         result = await service.judge(rubric, transcript, screen_case(rubric, transcript))
     assert (result.judged, result.error_reason, result.model_version) == (
         False,
@@ -362,7 +362,7 @@ async def test_no_answer_has_no_model_version(server: JudgeServer) -> None:
 
 
 async def test_a_cached_verdict_keeps_the_version_that_made_it(server: JudgeServer) -> None:
-    rubric, transcript = make_rubric(), make_transcript()
+    rubric, transcript = refund_rubric(), refund_transcript()
     screening = screen_case(rubric, transcript)
     async with judge_service(server) as (service, _):
         server.script(
@@ -396,7 +396,7 @@ def all_pass_from(versions: list[str]) -> Callable[[str, Any], Reply]:
 
 def sampled_rubric() -> Rubric:
     # Half the traces are judged (by trace-id hash); the rest are unjudged verdicts.
-    return make_rubric(sampling={"judge_ratio": 0.5})
+    return refund_rubric(sampling={"judge_ratio": 0.5})
 
 
 TRACE_IDS = [f"{n:032x}" for n in range(1, 41)]
