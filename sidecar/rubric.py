@@ -4,6 +4,12 @@ One YAML file per rubric (see README "Rubric format"). Files are validated at
 start-up; every problem is reported with the file name and the field path, e.g.
 ``rubrics/refund.yaml: checks.1.schema: ...``. The check entries are the check
 types' own models, registered in ``sidecar.checks``.
+
+Loading is bounded (:mod:`sidecar.safe_yaml`): a file whose aliases would
+expand past a small bound, or that nests too deeply, is refused before any
+value is built. Schemas may refer only to themselves and regexes must compile
+with RE2 (:mod:`sidecar.checks.schema`), so loading a rubric never fetches
+anything and no pattern in it can backtrack.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sidecar.checks import CheckSpec
 from sidecar.checks.base import Name
 from sidecar.errors import RubricError
+from sidecar.safe_yaml import YamlLimitError
+from sidecar.safe_yaml import load as load_yaml
 
 
 class _Strict(BaseModel):
@@ -125,7 +133,9 @@ def _format_error(path: Path, exc: ValidationError) -> str:
 def parse_rubric(text: str, path: Path) -> Rubric:
     """Parse one rubric document; raise RubricError naming file and field."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except YamlLimitError as exc:
+        raise RubricError(f"{path}: (top level): refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise RubricError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
