@@ -74,6 +74,8 @@ class JudgeResult:
     output_tokens: int = 0
     cached: bool = False
     nonce: str | None = None
+    # The judge reported that the data tried to instruct it (counted as injection_suspected).
+    judge_flagged: bool = False
 
 
 class Judge(Protocol):

@@ -32,6 +32,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from sidecar.judge.config import MAX_BLOCK_CHARS_LIMIT
 from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, data_blocks
 from sidecar.model import Transcript
 from sidecar.rubric import Rubric
@@ -601,7 +602,19 @@ def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
 def screen_case(rubric: Rubric, transcript: Transcript) -> Screening:
     """Screen one case: the blocks its judge request will show (``data_blocks``).
 
+    The blocks are cut at the largest block size the judge may be configured
+    with, so screening covers at least what the judge sees, in bounded time.
     The pipeline calls this once per case, before sampling, and hands the
     result to the judge; the judge does not screen again.
     """
-    return screen(data_blocks(rubric, transcript))
+    return screen(data_blocks(rubric, transcript, max_block_chars=MAX_BLOCK_CHARS_LIMIT))
+
+
+JUDGE_REPORT = "JUDGE:data_tried_to_instruct"
+
+
+def with_judge_report(screening: Screening, instructed: bool) -> Screening:
+    """The case's screening joined with the judge's own report (a second line)."""
+    if not instructed:
+        return screening
+    return Screening(suspected=True, signals=(*screening.signals, JUDGE_REPORT))

@@ -14,10 +14,11 @@ Order of work for one case (each step may end it)::
     build_request -> cache lookup                      (hit: cached verdicts)
     -> breaker check                                   (open: unavailable)
     -> concurrency slot -> rate limits -> backend call (retried with backoff)
-    -> blocked? truncated? -> parse_verdicts -> injection policy -> cache put
+    -> blocked? truncated? too large? -> parse_answer -> injection policy -> cache put
 
 The service does not screen: the pipeline screens each case once, before
-sampling, and the injection policy applies that screening.
+sampling, and the injection policy applies that screening, joined with the
+judge's own ``data_tried_to_instruct`` report (a ``true`` counts as a hit).
 
 A judge that cannot be reached ends as ``on_judge_unavailable`` says:
 ``error`` returns ERROR for every criterion with reason ``judge_unavailable``;
@@ -40,13 +41,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
-from sidecar.judge import JudgeResult, all_error, apply_injection_policy, parse_verdicts
+from sidecar.judge import JudgeResult, all_error, apply_injection_policy
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
 from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
 from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
+from sidecar.judge.parse import parse_answer
 from sidecar.judge.prompt import JudgeRequest, build_request
-from sidecar.judge.screen import Screening
+from sidecar.judge.screen import Screening, with_judge_report
 from sidecar.model import CriterionResult, Outcome, Transcript
 from sidecar.rubric import Rubric
 
@@ -57,6 +59,7 @@ JUDGE_UNAVAILABLE = "judge_unavailable"
 BREAKER_OPEN = "breaker_open"
 BLOCKED = "blocked"
 TRUNCATED = "truncated"
+ANSWER_TOO_LARGE = "answer_too_large"
 INJECTION_REVIEW = "injection_suspected"
 
 
@@ -65,8 +68,9 @@ class BackendReply:
     """One model answer as the backend received it.
 
     ``blocked``: the provider's safety filters stopped the answer (or the
-    prompt). ``truncated``: the output token limit cut it off. Token counts
-    are 0 when the provider did not report them.
+    prompt). ``truncated``: the output token limit cut it off. ``too_large``:
+    the HTTP answer passed the backend's size cap and was dropped unread.
+    Token counts are 0 when the provider did not report them.
     """
 
     text: str | None
@@ -75,6 +79,7 @@ class BackendReply:
     output_tokens: int
     blocked: bool = False
     truncated: bool = False
+    too_large: bool = False
 
 
 class Backend(Protocol):
@@ -128,6 +133,7 @@ class JudgeMetrics(Protocol):
 class _Cached:
     criteria: tuple[CriterionResult, ...]  # before the injection policy
     raw_output: str | None
+    instructed: bool = False  # the judge's data_tried_to_instruct
 
 
 class JudgeService:
@@ -204,7 +210,8 @@ class JudgeService:
         self, rubric: Rubric, transcript: Transcript, screening: Screening
     ) -> JudgeResult:
         """Judge one case; ``screening`` is the case's, from ``screen_case``."""
-        return await self.judge_request(rubric, build_request(rubric, transcript), screening)
+        request = build_request(rubric, transcript, max_block_chars=self._settings.max_block_chars)
+        return await self.judge_request(rubric, request, screening)
 
     async def judge_request(
         self, rubric: Rubric, request: JudgeRequest, screening: Screening
@@ -219,7 +226,13 @@ class JudgeService:
             self._metrics.cache_requests.labels(result="hit" if cached else "miss").inc()
         if cached is not None:
             return self._verdicts(
-                rubric, request, screening, cached.criteria, cached.raw_output, cached=True
+                rubric,
+                request,
+                screening,
+                cached.criteria,
+                cached.raw_output,
+                cached=True,
+                instructed=cached.instructed,
             )
 
         try:
@@ -232,20 +245,32 @@ class JudgeService:
 
         self._count_usage(model, reply)
         # Precedence: a blocked answer says nothing; a truncated one is incomplete
-        # even if it happens to parse; only then is the text parsed.
+        # even if it happens to parse; a too large one was not read; only then is
+        # the text parsed.
         if reply.blocked:
             failure: str | None = BLOCKED
         elif reply.truncated:
             failure = TRUNCATED
+        elif reply.too_large:
+            failure = ANSWER_TOO_LARGE
         else:
-            criteria, failure = parse_verdicts(reply.text, request, rubric)
+            parsed = parse_answer(reply.text, request, rubric)
+            criteria, failure = parsed.criteria, parsed.failure
         if failure is not None:
             self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
             return self._failed(rubric, request, failure, reply)
 
         if self._cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
-            self._cache.put(request.cache_key, _Cached(criteria, reply.text))
-        return self._verdicts(rubric, request, screening, criteria, reply.text, reply=reply)
+            self._cache.put(request.cache_key, _Cached(criteria, reply.text, parsed.instructed))
+        return self._verdicts(
+            rubric,
+            request,
+            screening,
+            criteria,
+            reply.text,
+            reply=reply,
+            instructed=parsed.instructed,
+        )
 
     async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
         """Send a request of ``build_pairwise_request``; every failure is an ERROR answer.
@@ -265,6 +290,8 @@ class JudgeService:
             answer = failed(BLOCKED)
         elif reply.truncated:
             answer = failed(TRUNCATED)
+        elif reply.too_large:
+            answer = failed(ANSWER_TOO_LARGE)
         else:
             answer = parse_pairwise(reply.text)
         if answer.reason is not None:
@@ -281,15 +308,20 @@ class JudgeService:
         *,
         cached: bool = False,
         reply: BackendReply | None = None,
+        instructed: bool = False,
     ) -> JudgeResult:
         assert rubric.judge is not None
         model = rubric.judge.model
+        # The judge's own report is a second line: it counts like a screening hit.
         final, review = apply_injection_policy(
-            criteria, screening, rubric.judge.on_injection_suspected
+            criteria, with_judge_report(screening, instructed), rubric.judge.on_injection_suspected
         )
         for reason in sorted({c.reason or "unknown" for c in final if c.outcome is Outcome.ERROR}):
             self._metrics.judge_errors.labels(judge_model=model, reason=reason).inc()
-        # Suspected and reviewed cases are counted once per case by the pipeline.
+        # Suspected and reviewed cases are counted once per case by the pipeline; a case
+        # only the judge's report flagged is counted here, as the pipeline did not see it.
+        if instructed and not screening.suspected:
+            self._metrics.injection_suspected.labels(rubric=rubric.id).inc()
         return JudgeResult(
             criteria=final,
             judged=True,
@@ -301,6 +333,7 @@ class JudgeService:
             output_tokens=reply.output_tokens if reply else 0,
             cached=cached,
             nonce=request.nonce,
+            judge_flagged=instructed,
         )
 
     def _failed(
