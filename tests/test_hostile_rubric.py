@@ -208,7 +208,7 @@ def test_foreign_reference_is_a_load_error_and_nothing_is_fetched(
     secret_file: Path,
 ) -> None:
     base_url, requests = counting_server
-    name, schema, pointer = _schemas(base_url, secret_file)[case]
+    _, schema, pointer = _schemas(base_url, secret_file)[case]
     check: dict[str, Any] = {"name": "c", "type": check_type, "schema": schema}
     if check_type == "tool_arguments":
         check["tool"] = "t"

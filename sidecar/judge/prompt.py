@@ -57,6 +57,10 @@ QUOTE_PREFIX = "  | "
 INSTRUCTION_FLAG = "data_tried_to_instruct"
 # Below this many characters a tool call's value is never cut to share the block.
 _MIN_SHARE = 256
+# Room kept for the "…[truncated N characters]" mark at a cut.
+_MARK_ROOM = 40
+# A tool name is a heading, not data to share the block with.
+_MAX_NAME = 256
 
 NONCE_HEX_CHARS = 20  # 80 bits
 # A caller-given nonce (tests) must keep the markers one well-formed token.
@@ -157,15 +161,23 @@ def end_marker(name: str, nonce: str) -> str:
 
 def _one_line(value: str) -> str:
     # A newline in a tool name would start a line outside the "| " quoting.
-    return neutralise(value).replace("\n", "\\u{000A}")
+    return _cut(value, _MAX_NAME)[0].replace("\n", "\\u{000A}")
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` cut to ``limit`` characters (the cut marked) and neutralised; and whether it was cut."""
+    """``text`` neutralised, cut to at most ``limit`` characters with the cut marked; and whether it was."""
     if len(text) <= limit:
-        return neutralise(text), False
-    mark = f"…[truncated {len(text) - limit} characters]"
-    return neutralise(text[:limit]) + mark, True
+        shown = neutralise(text)
+        if len(shown) <= limit:
+            return shown, False
+    room = max(0, limit - _MARK_ROOM)
+    kept = text[:room]
+    shown = neutralise(kept)
+    # Escapes lengthen what is kept; the count in the mark is of original characters.
+    while len(shown) > room:
+        kept = kept[: len(kept) - (len(shown) - room)]
+        shown = neutralise(kept)
+    return f"{shown}…[truncated {len(text) - len(kept)} characters]", True
 
 
 def _fair_share(lengths: list[int], budget: int) -> int:
@@ -176,7 +188,7 @@ def _fair_share(lengths: list[int], budget: int) -> int:
             return max(_MIN_SHARE, remaining // count)
         remaining -= length
         count -= 1
-    return max([_MIN_SHARE, *lengths])
+    return max(_MIN_SHARE, budget)  # all fit: no value is cut to share
 
 
 def _quote(value: str, limit: int) -> tuple[str, bool]:
@@ -206,11 +218,12 @@ def _render_call(
 
 
 def _cut_block(rendered: str, limit: int) -> tuple[str, bool]:
-    """The hard cap on a rendered block: escapes, quoting and headings can lengthen it."""
+    """The hard cap on a rendered block, when headings and quoting alone pass it."""
     if len(rendered) <= limit:
         return rendered, False
-    at = rendered.rfind("\n", 0, limit)
-    at = at if at > limit // 2 else limit
+    room = max(0, limit - _MARK_ROOM)
+    at = rendered.rfind("\n", 0, room)
+    at = at if at > room // 2 else room
     return f"{rendered[:at]}\n…[truncated {len(rendered) - at} characters]", True
 
 
@@ -226,9 +239,7 @@ def _text_section(name: str, what: str, value: str | None, limit: int) -> _Secti
         return _Section(name, heading, "")
     if value == "":
         return _Section(name, f"{name}: {what} (captured, empty):", "")
-    shown, cut = _cut(value, limit)
-    content, cut_block = _cut_block(shown, limit)
-    truncated = cut or cut_block
+    content, truncated = _cut(value, limit)
     return _Section(name, _marked(f"{name}: {what}:", truncated, limit), content, truncated)
 
 
@@ -237,8 +248,10 @@ def _tools_section(rubric: Rubric, calls: tuple[ToolCall, ...], limit: int) -> _
         return _Section(TOOL_CALLS, f"{TOOL_CALLS}: no tool calls were recorded.", "")
     untrusted_names = set(rubric.untrusted_tools)
     values = [v for c in calls for v in (c.arguments, c.result, c.error) if v is not None]
-    # About 60 characters of headings per call; the values share the rest.
-    share = _fair_share([len(v) for v in values], max(0, limit - 60 * len(calls)))
+    # The values share what headings, labels and quoting leave (the block's hard cut
+    # below covers values of many short lines, whose quoting costs more).
+    overhead = sum(24 + len(c.name) for c in calls) + len(values) * (24 + len(UNTRUSTED_LABEL))
+    share = _fair_share([len(v) for v in values], max(0, limit - overhead))
     rendered = [
         _render_call(i, len(calls), call, call.untrusted or call.name in untrusted_names, share)
         for i, call in enumerate(calls, start=1)
