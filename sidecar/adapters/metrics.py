@@ -5,6 +5,12 @@ Label values come only from closed sets: rubric ids and versions, judge models,
 check and criterion names (all from rubric files), outcome enums, and agent
 names/versions capped at ``max_agents`` distinct values (overflow -> ``other``).
 Trace ids and transcript text never become labels.
+
+``sidecar_criterion_verdicts_total{outcome}`` is PASS, FAIL, ERROR, SKIPPED, or
+HELD: a PASS in a case flagged ``injection_suspected`` (by the screening or the
+judge's own report), which is not a pass until a person reviews it. Pass-rate
+queries select ``outcome="PASS"`` and ``outcome=~"PASS|FAIL"``, so HELD stays
+out of both; it is its own count.
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecar import __version__
+from sidecar.model import Outcome
 from sidecar.rubric import Rubric
 from sidecar.verdict import Verdict
+
+# The criterion outcome label of an injection-suspected PASS (see the module docstring).
+HELD = "HELD"
 
 JUDGE_DURATION_BUCKETS = (
     0.1,
@@ -60,7 +70,8 @@ class Metrics:
         )
         self.criterion_verdicts = Counter(
             "sidecar_criterion_verdicts_total",
-            "Judge criterion verdicts (SKIPPED when the case was not judged).",
+            "Judge criterion verdicts (SKIPPED when the case was not judged; HELD: an"
+            " injection-suspected PASS, not a pass until reviewed).",
             ["rubric", "rubric_version", "judge_model", "criterion", "gate", "outcome"],
             registry=r,
         )
@@ -243,13 +254,14 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             outcome=check.outcome.value,
         ).inc()
     for criterion in verdict.criteria:
+        held = verdict.injection_suspected and criterion.outcome is Outcome.PASS
         metrics.criterion_verdicts.labels(
             rubric=verdict.rubric_id,
             rubric_version=verdict.rubric_version,
             judge_model=verdict.judge_model,
             criterion=criterion.name,
             gate="true" if criterion.gate else "false",
-            outcome=criterion.outcome.value,
+            outcome=HELD if held else criterion.outcome.value,
         ).inc()
 
 
