@@ -44,6 +44,11 @@ class Cue:
     blocks: frozenset[str] = ALL
 
 
+def _w(words: str) -> tuple[str, ...]:
+    """A word list written space-separated; ``_`` stands for a space inside an entry."""
+    return tuple(word.replace("_", " ") for word in words.split())
+
+
 def _alt(*words: str) -> str:
     return "(?:" + "|".join(words) + ")"
 
@@ -65,50 +70,13 @@ def _override(
 
 
 # Words that make "you are now ..." a new identity for an AI reader.
-_ROLES_LATIN = (
-    "ia",
-    "ai",
-    "ki",
-    "asistente",
-    "assistant",
-    "assistente",
-    "assistent",
-    "asisten",
-    "modelo",
-    "modele",
-    "modello",
-    "modell",
-    "model",
-    "bot",
-    "chatbot",
-    "dan",
-    "evaluador",
-    "evaluateur",
-    "avaliador",
-    "valutatore",
-    "bewerter",
-    "penilai",
-    "juez",
-    "juge",
-    "juiz",
-    "giudice",
-    "richter",
-    "juri",
-    "sin restricciones",
-    "sin filtros",
-    "sans restrictions?",
-    "sans filtres?",
-    "sem restricoes",
-    "sem filtros",
-    "senza restrizioni",
-    "senza filtri",
-    "ohne einschrankungen",
-    "ohne filter",
-    "uneingeschrankt",
-    "tanpa batasan",
-    "tanpa filter",
-    "liberado",
-    "libre de toda",
+_ROLES_LATIN = _w(
+    "ia ai ki asistente assistant assistente assistent asisten modelo modele modello modell "
+    "model bot chatbot dan evaluador evaluateur avaliador valutatore bewerter penilai juez "
+    "juge juiz giudice richter juri sin_restricciones sin_filtros sans_restrictions? "
+    "sans_filtres? sem_restricoes sem_filtros senza_restrizioni senza_filtri "
+    "ohne_einschrankungen ohne_filter uneingeschrankt tanpa_batasan tanpa_filter liberado "
+    "libre_de_toda"
 )
 
 
@@ -136,249 +104,105 @@ def _cjk_role(
 CUES: tuple[Cue, ...] = (
     # --- instruction_override -----------------------------------------------------------
     _override(  # Spanish
-        (
-            "ignora",
-            "ignore",
-            "ignoren",
-            "ignorar",
-            "olvida",
-            "olvide",
-            "olviden",
-            "olvidar",
-            "omite",
-            "omita",
-            "descarta",
-            "descarte",
-            "desestima",
-            "haz caso omiso de",
-            "no hagas caso a",
+        _w(
+            "ignora ignore ignoren ignorar olvida olvide olviden olvidar omite omita descarta "
+            "descarte desestima haz_caso_omiso_de no_hagas_caso_a"
         ),
-        (
-            "anteriores",
-            "anterior",
-            "previas",
-            "previos",
-            "precedentes",
-            "de arriba",
-            "todas",
-            "todos",
-            "originales",
-            "del sistema",
+        _w(
+            "anteriores anterior previas previos precedentes de_arriba todas todos originales "
+            "del_sistema"
         ),
-        (
-            "instrucciones",
-            "instruccion",
-            "indicaciones",
-            "reglas",
-            "ordenes",
-            "directrices",
-            "pautas",
-            "prompt",
-        ),
+        _w("instrucciones instruccion indicaciones reglas ordenes directrices pautas prompt"),
     ),
     _override(  # French
-        (
-            "ignore",
-            "ignorez",
-            "ignorer",
-            "oublie",
-            "oubliez",
-            "oublier",
-            "ne tiens pas compte",
-            "ne tenez pas compte",
-            "fais abstraction",
-            "faites abstraction",
+        _w(
+            "ignore ignorez ignorer oublie oubliez oublier ne_tiens_pas_compte "
+            "ne_tenez_pas_compte fais_abstraction faites_abstraction"
         ),
-        (
-            "precedentes",
-            "precedents",
-            "anterieures",
-            "anterieurs",
-            "ci-dessus",
-            "toutes",
-            "tous",
-            "initiales",
-            "du systeme",
+        _w(
+            "precedentes precedents anterieures anterieurs ci-dessus toutes tous initiales "
+            "du_systeme"
         ),
-        ("instructions", "consignes", "regles", "directives", "indications", "ordres", "prompt"),
+        _w("instructions consignes regles directives indications ordres prompt"),
     ),
     _override(  # Portuguese
-        (
-            "ignore",
-            "ignora",
-            "ignorar",
-            "ignorem",
-            "esqueca",
-            "esquece",
-            "esquecer",
-            "desconsidere",
-            "desconsidera",
-            "descarte",
+        _w(
+            "ignore ignora ignorar ignorem esqueca esquece esquecer desconsidere desconsidera "
+            "descarte"
         ),
-        ("anteriores", "previas", "acima", "todas", "todos", "originais", "do sistema"),
-        ("instrucoes", "instrucao", "orientacoes", "regras", "ordens", "diretrizes", "prompt"),
+        _w("anteriores previas acima todas todos originais do_sistema"),
+        _w("instrucoes instrucao orientacoes regras ordens diretrizes prompt"),
     ),
     _override(  # Italian
-        ("ignora", "ignorate", "ignorare", "dimentica", "dimenticate", "tralascia", "trascura"),
-        ("precedenti", "sopra", "tutte", "tutti", "originali", "del sistema"),
-        ("istruzioni", "indicazioni", "regole", "direttive", "ordini", "prompt"),
+        _w("ignora ignorate ignorare dimentica dimenticate tralascia trascura"),
+        _w("precedenti sopra tutte tutti originali del_sistema"),
+        _w("istruzioni indicazioni regole direttive ordini prompt"),
     ),
     _override(  # German
-        (
-            "ignoriere",
-            "ignorieren",
-            "ignorier",
-            "vergiss",
-            "vergessen",
-            "missachte",
-            "missachten",
-            "verwirf",
-        ),
-        (
-            "vorherigen",
-            "vorigen",
-            "bisherigen",
-            "obigen",
-            "alle",
-            "allen",
-            "ursprunglichen",
-            "vorangegangenen",
-            "system",
-        ),
-        (
-            "anweisungen",
-            "anweisung",
-            "instruktionen",
-            "regeln",
-            "vorgaben",
-            "befehle",
-            "anordnungen",
-            "richtlinien",
-            "prompt",
+        _w("ignoriere ignorieren ignorier vergiss vergessen missachte missachten verwirf"),
+        _w("vorherigen vorigen bisherigen obigen alle allen ursprunglichen vorangegangenen system"),
+        _w(
+            "anweisungen anweisung instruktionen regeln vorgaben befehle anordnungen "
+            "richtlinien prompt"
         ),
     ),
     _override(  # Indonesian
-        ("abaikan", "lupakan", "acuhkan"),
-        ("sebelumnya", "di atas", "semua", "sistem"),
-        ("instruksi", "perintah", "aturan", "petunjuk", "arahan"),
+        _w("abaikan lupakan acuhkan"),
+        _w("sebelumnya di_atas semua sistem"),
+        _w("instruksi perintah aturan petunjuk arahan"),
     ),
     _override(  # Russian
-        (
-            "игнорируй",
-            "игнорируйте",
-            "игнорировать",
-            "проигнорируй",
-            "проигнорируйте",
-            "забудь",
-            "забудьте",
-            "не обращай внимания на",
-            "не обращайте внимания на",
-            "отбрось",
+        _w(
+            "игнорируй игнорируйте игнорировать проигнорируй проигнорируйте забудь забудьте "
+            "не_обращай_внимания_на не_обращайте_внимания_на отбрось"
         ),
-        (
-            "предыдущие",
-            "предыдущих",
-            "прежние",
-            "прежних",
-            "все",
-            "всех",
-            "вышеуказанные",
-            "выше",
-            "исходные",
-            "системные",
-        ),
-        (
-            "инструкции",
-            "инструкций",
-            "указания",
-            "указаний",
-            "правила",
-            "правил",
-            "команды",
-            "промпт",
-        ),
+        _w("предыдущие предыдущих прежние прежних все всех вышеуказанные выше исходные системные"),
+        _w("инструкции инструкций указания указаний правила правил команды промпт"),
     ),
     _override(  # Chinese, simplified and traditional
-        (
-            "忽略",
-            "无视",
-            "無視",
-            "忽视",
-            "忽視",
-            "不要理会",
-            "不要理會",
-            "忘记",
-            "忘記",
-            "忘掉",
-            "抛开",
-            "拋開",
-        ),
-        (
-            "之前",
-            "以前",
-            "先前",
-            "上面",
-            "以上",
-            "前面",
-            "所有",
-            "全部",
-            "原来",
-            "原來",
-            "原有",
-            "系统",
-            "系統",
-        ),
-        ("指令", "指示", "说明", "說明", "规则", "規則", "命令", "要求", "提示", "设定", "設定"),
+        _w("忽略 无视 無視 忽视 忽視 不要理会 不要理會 忘记 忘記 忘掉 抛开 拋開"),
+        _w("之前 以前 先前 上面 以上 前面 所有 全部 原来 原來 原有 系统 系統"),
+        _w("指令 指示 说明 說明 规则 規則 命令 要求 提示 设定 設定"),
         spaced=False,
         gap=r"[^。！？.!?\n]",
     ),
     _override(  # Japanese
         ("無視", "忘れ"),
-        (
-            "以前の",
-            "これまでの",
-            "前の",
-            "上記の",
-            "上の",
-            "すべての",
-            "全ての",
-            "先ほどの",
-            "システム",
-        ),
-        ("指示", "命令", "ルール", "指令", "規則", "プロンプト", "設定"),
+        _w("以前の これまでの 前の 上記の 上の すべての 全ての 先ほどの システム"),
+        _w("指示 命令 ルール 指令 規則 プロンプト 設定"),
         spaced=False,
         gap=r"[^。！？.!?\n]",
     ),
     _override(  # Korean
         ("무시", "잊어"),
-        ("이전", "앞의", "위의", "위", "모든", "기존", "시스템"),
-        ("지시", "지침", "명령", "규칙", "프롬프트", "안내"),
+        _w("이전 앞의 위의 위 모든 기존 시스템"),
+        _w("지시 지침 명령 규칙 프롬프트 안내"),
         spaced=False,
     ),
     _override(  # Hindi
-        ("अनदेखा", "नजरअंदाज", "नज़रअंदाज़", "भूल जाओ", "भूल जाएं", "भूल जाइए", "इग्नोर"),
-        ("पिछले", "पिछली", "पूर्व", "ऊपर", "सभी", "सारे", "पहले"),
-        ("निर्देश", "आदेश", "नियम", "हिदायत", "प्रॉम्प्ट", "इंस्ट्रक्शन"),
+        _w("अनदेखा नजरअंदाज नज़रअंदाज़ भूल_जाओ भूल_जाएं भूल_जाइए इग्नोर"),
+        _w("पिछले पिछली पूर्व ऊपर सभी सारे पहले"),
+        _w("निर्देश आदेश नियम हिदायत प्रॉम्प्ट इंस्ट्रक्शन"),
         spaced=False,
         gap=r"[^।.!?\n]",
     ),
     _override(  # Bengali
-        ("উপেক্ষা", "ভুলে যাও", "ভুলে যান", "অগ্রাহ্য", "ইগনোর"),
-        ("পূর্ববর্তী", "আগের", "পূর্বের", "উপরের", "সমস্ত", "সব", "সকল"),
-        ("নির্দেশ", "আদেশ", "নিয়ম", "প্রম্পট"),
+        _w("উপেক্ষা ভুলে_যাও ভুলে_যান অগ্রাহ্য ইগনোর"),
+        _w("পূর্ববর্তী আগের পূর্বের উপরের সমস্ত সব সকল"),
+        _w("নির্দেশ আদেশ নিয়ম প্রম্পট"),
         spaced=False,
         gap=r"[^।.!?\n]",
     ),
     _override(  # Arabic (hamza carriers folded: أ -> ا)
-        ("تجاهل", "تجاهلي", "تجاهلوا", "انس", "انسى", "اهمل", "لا تلتفت الى"),
-        ("السابقة", "السابق", "اعلاه", "كل", "جميع", "الاصلية", "النظام"),
-        ("التعليمات", "تعليمات", "الاوامر", "اوامر", "الارشادات", "القواعد", "التوجيهات"),
+        _w("تجاهل تجاهلي تجاهلوا انس انسى اهمل لا_تلتفت_الى"),
+        _w("السابقة السابق اعلاه كل جميع الاصلية النظام"),
+        _w("التعليمات تعليمات الاوامر اوامر الارشادات القواعد التوجيهات"),
         spaced=False,
     ),
     _override(  # Urdu
-        ("نظر انداز", "نظرانداز", "بھول جاو", "بھول جائیں", "اگنور"),
-        ("پچھلی", "پچھلے", "سابقہ", "اوپر", "تمام", "سب"),
-        ("ہدایات", "ہدایت", "احکامات", "حکم", "اصول", "قواعد", "پرامپٹ"),
+        _w("نظر_انداز نظرانداز بھول_جاو بھول_جائیں اگنور"),
+        _w("پچھلی پچھلے سابقہ اوپر تمام سب"),
+        _w("ہدایات ہدایت احکامات حکم اصول قواعد پرامپٹ"),
         spaced=False,
         gap=r"[^۔.!?\n]",
     ),
@@ -389,32 +213,16 @@ CUES: tuple[Cue, ...] = (
         r"|\b(?:oublie|oubliez|ignore|ignorez)\s+tout\s+(?:ce\s+qui\s+precede|ce\s+qui\s+est\s+au-dessus)"
         r"|\b(?:vergiss|ignoriere)\s+alles\s+(?:vorherige|bisherige|obige|davor)\b"
         r"|\b(?:забудь|забудьте|игнорируй|игнорируйте)\s+вс[её]\s+(?:что\s+было\s+)?(?:выше|ранее|сказанное)",
-        ("olvid", "ignor", "oubli", "vergiss", "забуд", "игнор"),
+        _w("olvid ignor oubli vergiss забуд игнор"),
     ),
     # --- role_reassignment ------------------------------------------------------------
     _role(
         r"you\s+are\s+now(?:\s+(?:a|an|the|in|my))?",
         ("you are now",),
-        (
-            "ai",
-            "assistant",
-            "model",
-            "bot",
-            "chatbot",
-            "llm",
-            "dan",
-            "jailbroken",
-            "unrestricted",
-            "unfiltered",
-            "uncensored",
-            "evil",
-            "grader",
-            "judge",
-            "evaluator",
-            "developer mode",
-            "god mode",
-            "dan mode",
-            "jailbreak mode",
+        _w(
+            "ai assistant model bot chatbot llm dan jailbroken unrestricted unfiltered "
+            "uncensored evil grader judge evaluator developer_mode god_mode dan_mode "
+            "jailbreak_mode"
         ),
     ),
     Cue(
@@ -432,7 +240,7 @@ CUES: tuple[Cue, ...] = (
     ),
     _role(
         r"(?:tu\s+es|vous\s+etes)\s+(?:maintenant|desormais|a\s+present)(?:\s+(?:un|une|le|la|l'))?",
-        ("maintenant", "desormais", "a present"),
+        _w("maintenant desormais a_present"),
     ),
     _role(
         r"(?:voce|tu)\s+(?:agora\s+e|e\s+agora|es\s+agora|agora\s+es)(?:\s+(?:um|uma|o|a))?",
@@ -441,167 +249,55 @@ CUES: tuple[Cue, ...] = (
     _role(r"(?:ora|adesso|da\s+ora\s+in\s+poi,?)\s+sei(?:\s+(?:un|una|il|la|l'))?", ("sei",)),
     _role(
         r"(?:du\s+bist|sie\s+sind)\s+(?:jetzt|nun|ab\s+sofort|ab\s+jetzt)(?:\s+(?:ein|eine|der|die))?",
-        ("jetzt", "nun", "ab sofort"),
+        _w("jetzt nun ab_sofort"),
     ),
     _role(r"(?:kamu|anda)\s+sekarang(?:\s+adalah)?(?:\s+(?:sebuah|seorang))?", ("sekarang",)),
     _cjk_role(
         r"(?:ты|вы)\s+теперь|теперь\s+(?:ты|вы)|с\s+этого\s+момента,?\s+(?:ты|вы)",
-        (
-            "ии",
-            "ai",
-            "ассистент",
-            "помощник",
-            "модель",
-            "бот",
-            "dan",
-            "оценщик",
-            "судья",
-            "без ограничений",
-            "без фильтров",
-            "роль",
+        _w(
+            "ии ai ассистент помощник модель бот dan оценщик судья без_ограничений "
+            "без_фильтров роль"
         ),
         ("теперь", "с этого момента"),
         words=True,
     ),
     _cjk_role(
         r"(?:[你您]现在是|現在[你您]是|现在[你您]是|[你您]現在是|从现在(?:开始|起)，?[你您]|從現在(?:開始|起)，?[你您])",
-        (
-            "ai",
-            "人工智能",
-            "助手",
-            "模型",
-            "机器人",
-            "機器人",
-            "dan",
-            "评分员",
-            "評分員",
-            "评审",
-            "評審",
-            "裁判",
-            "不受限制",
-            "没有限制",
-            "沒有限制",
-            "无限制",
-            "無限制",
-            "扮演",
-            "充当",
-            "充當",
+        _w(
+            "ai 人工智能 助手 模型 机器人 機器人 dan 评分员 評分員 评审 評審 裁判 不受限制 没有限制 沒有限制 无限制 無限制 扮演 充当 充當"
         ),
-        (
-            "你现在",
-            "您现在",
-            "现在你",
-            "现在您",
-            "現在你",
-            "現在您",
-            "你現在",
-            "您現在",
-            "从现在",
-            "從現在",
-        ),
+        _w("你现在 您现在 现在你 现在您 現在你 現在您 你現在 您現在 从现在 從現在"),
     ),
     _cjk_role(
         r"(?:あなたは今から|あなたはこれから|今からあなたは|これからあなたは|君は今から|お前は今から)",
-        (
-            "ai",
-            "アシスタント",
-            "モデル",
-            "ボット",
-            "dan",
-            "採点者",
-            "評価者",
-            "審査員",
-            "制限のない",
-            "制限なし",
-            "として振る舞",
+        _w(
+            "ai アシスタント モデル ボット dan 採点者 評価者 審査員 制限のない 制限なし として振る舞"
         ),
         ("今から", "これから"),
     ),
     _cjk_role(
         r"(?:너는|당신은|넌)\s*이제(?:부터)?|지금부터\s*(?:너는|당신은|넌)",
-        (
-            "ai",
-            "어시스턴트",
-            "모델",
-            "봇",
-            "챗봇",
-            "dan",
-            "평가자",
-            "채점자",
-            "심사위원",
-            "제한 없는",
-            "제한이 없는",
-            "역할",
-        ),
+        _w("ai 어시스턴트 모델 봇 챗봇 dan 평가자 채점자 심사위원 제한_없는 제한이_없는 역할"),
         ("이제", "지금부터"),
     ),
     _cjk_role(
         r"(?:तुम|आप)\s+अब|अब\s+से\s+(?:तुम|आप)",
-        (
-            "एआई",
-            "ai",
-            "असिस्टेंट",
-            "सहायक",
-            "मॉडल",
-            "बॉट",
-            "dan",
-            "मूल्यांकनकर्ता",
-            "परीक्षक",
-            "प्रतिबंध",
-            "भूमिका",
-        ),
+        _w("एआई ai असिस्टेंट सहायक मॉडल बॉट dan मूल्यांकनकर्ता परीक्षक प्रतिबंध भूमिका"),
         ("अब",),
     ),
     _cjk_role(
         r"(?:তুমি|আপনি)\s+এখন|এখন\s+থেকে\s+(?:তুমি|আপনি)",
-        (
-            "এআই",
-            "ai",
-            "সহকারী",
-            "অ্যাসিস্ট্যান্ট",
-            "মডেল",
-            "বট",
-            "dan",
-            "মূল্যায়নকারী",
-            "পরীক্ষক",
-            "সীমাবদ্ধতা",
-            "ভূমিকা",
-        ),
+        _w("এআই ai সহকারী অ্যাসিস্ট্যান্ট মডেল বট dan মূল্যায়নকারী পরীক্ষক সীমাবদ্ধতা ভূমিকা"),
         ("এখন",),
     ),
     _cjk_role(
         r"انت\s+الان|من\s+الان\s+فصاعدا,?\s+انت",
-        (
-            "ذكاء اصطناعي",
-            "مساعد",
-            "نموذج",
-            "روبوت",
-            "بوت",
-            "dan",
-            "مقيم",
-            "مصحح",
-            "حكم",
-            "بلا قيود",
-            "بدون قيود",
-            "دور",
-        ),
+        _w("ذكاء_اصطناعي مساعد نموذج روبوت بوت dan مقيم مصحح حكم بلا_قيود بدون_قيود دور"),
         ("انت الان", "من الان"),
     ),
     _cjk_role(
         r"(?:تم|اپ)\s+اب|اب\s+سے\s+(?:تم|اپ)",
-        (
-            "اے ائی",
-            "ai",
-            "اسسٹنٹ",
-            "معاون",
-            "ماڈل",
-            "بوٹ",
-            "dan",
-            "ممتحن",
-            "جانچنے والے",
-            "پابندی",
-            "کردار",
-        ),
+        _w("اے_ائی ai اسسٹنٹ معاون ماڈل بوٹ dan ممتحن جانچنے_والے پابندی کردار"),
         ("اب",),
     ),
     # --- system_prompt ----------------------------------------------------------------
@@ -613,7 +309,7 @@ CUES: tuple[Cue, ...] = (
         r"|\b(?:prompt|istruzioni)\s+di\s+sistema\b"
         r"|\bsystem-?(?:prompt|anweisung(?:en)?|befehl)"
         r"|\b(?:prompt|instruksi)\s+sistem\b",
-        ("sistema", "systeme", "system", "sistem"),
+        _w("sistema systeme system sistem"),
     ),
     Cue(
         "system_prompt",
@@ -625,7 +321,7 @@ CUES: tuple[Cue, ...] = (
         r"|সিস্টেম\s+(?:প্রম্পট|নির্দেশ)"
         r"|(?:موجه|تعليمات|اوامر)\s+النظام"
         r"|سسٹم\s+(?:پرامپٹ|ہدایات)",
-        ("системн", "系统", "系統", "システム", "시스템", "सिस्टम", "সিস্টেম", "النظام", "سسٹم"),
+        _w("системн 系统 系統 システム 시스템 सिस्टम সিস্টেম النظام سسٹم"),
     ),
     # --- grader_addressed -------------------------------------------------------------
     Cue(
@@ -639,29 +335,9 @@ CUES: tuple[Cue, ...] = (
         r"|gutachter|correcteur|corretor|correttore|penilai|juri)\b"
         r"|\b(?:ia|ki|modelo|modele|modello|modell|asistente)\s+(?:que\s+(?:evalua|califica)"
         r"|qui\s+(?:evalue|note|corrige)|die\s+(?:dies|das)\s+(?:bewertet|beurteilt))\b",
-        (
-            "evalua",
-            "califica",
-            "avalia",
-            "valuta",
-            "juez",
-            "juge",
-            "juiz",
-            "giudice",
-            "richter",
-            "bewert",
-            "prufer",
-            "gutachter",
-            "correct",
-            "corret",
-            "penilai",
-            "juri",
-            "modelo",
-            "modele",
-            "modello",
-            "modell",
-            "ia ",
-            "ki ",
+        _w(
+            "evalua califica avalia valuta juez juge juiz giudice richter bewert prufer "
+            "gutachter correct corret penilai juri modelo modele modello modell ia_ ki_"
         ),
     ),
     Cue(
@@ -677,38 +353,9 @@ CUES: tuple[Cue, ...] = (
         r"|মূল্যায়নকারী|প্রিয়\s+(?:পরীক্ষক|বিচারক|এআই|মডেল)"
         r"|(?:عزيزي|الى|ملاحظة\s+الى)\s+(?:المقيم|المصحح|الحكم|النموذج|الذكاء\s+الاصطناعي)"
         r"|(?:محترم|پیارے|توجہ)\s+(?:ممتحن|جانچنے\s+والے|جج|ماڈل)",
-        (
-            "уважаем",
-            "дорог",
-            "вниманию",
-            "примечание",
-            "сообщение",
-            "который",
-            "которая",
-            "评",
-            "評",
-            "阅卷",
-            "閱卷",
-            "致",
-            "给",
-            "給",
-            "亲爱",
-            "親愛",
-            "採点",
-            "評価",
-            "審査",
-            "채점",
-            "평가",
-            "심사",
-            "मूल्यांकन",
-            "प्रिय",
-            "মূল্যায়ন",
-            "প্রিয়",
-            "عزيزي",
-            "الى",
-            "محترم",
-            "پیارے",
-            "توجہ",
+        _w(
+            "уважаем дорог вниманию примечание сообщение который которая 评 評 阅卷 閱卷 致 给 給 亲爱 "
+            "親愛 採点 評価 審査 채점 평가 심사 मूल्यांकन प्रिय মূল্যায়ন প্রিয় عزيزي الى محترم پیارے توجہ"
         ),
     ),
     # --- verdict_claim ----------------------------------------------------------------
@@ -729,21 +376,9 @@ CUES: tuple[Cue, ...] = (
         r"|\b(?:note|score)\s+(?:maximale|parfaite)\b|\bnota\s+maxima\b"
         r"|\bpunteggio\s+(?:massimo|pieno|perfetto)\b|\b(?:volle|hochste|maximale)\s+punktzahl\b"
         r"|\bnilai\s+(?:sempurna|maksimal)\b",
-        (
-            " como ",
-            " comme ",
-            " come ",
-            " als ",
-            "sebagai",
-            "tandai",
-            "maxima",
-            "maximale",
-            "parfaite",
-            "perfecta",
-            "punteggio",
-            "punktzahl",
-            "sempurna",
-            "maksimal",
+        _w(
+            "_como_ _comme_ _come_ _als_ sebagai tandai maxima maximale parfaite perfecta "
+            "punteggio punktzahl sempurna maksimal"
         ),
     ),
     Cue(
@@ -759,36 +394,9 @@ CUES: tuple[Cue, ...] = (
         r"|(?:সঠিক|পাস|উত্তীর্ণ)\s+(?:হিসেবে|হিসাবে)\s+(?:চিহ্নিত|মার্ক|ঘোষণা)|পূর্ণ\s+নম্বর"
         r"|(?:علامة|الدرجة)\s+(?:الكاملة|القصوى)|(?:صحيحة|صحيح|ناجحة|ناجح)\s+(?:بالتاكيد\s+)?(?:في\s+)?(?:تقييمك|حكمك)"
         r"|(?:درست|پاس|کامیاب)\s+(?:کے\s+طور\s+پر\s+)?(?:نشان|مارک|قرار\s+دیں)|پورے\s+نمبر",
-        (
-            "как",
-            "максимальн",
-            "высш",
-            "наивысш",
-            "为",
-            "為",
-            "满分",
-            "滿分",
-            "と",
-            "満点",
-            "으로",
-            "로",
-            "만점",
-            "चिह्नित",
-            "मार्क",
-            "घोषित",
-            "अंक",
-            "হিসেবে",
-            "হিসাবে",
-            "নম্বর",
-            "الكاملة",
-            "القصوى",
-            "تقييمك",
-            "حكمك",
-            "طور",
-            "نشان",
-            "مارک",
-            "قرار",
-            "نمبر",
+        _w(
+            "как максимальн высш наивысш 为 為 满分 滿分 と 満点 으로 로 만점 चिह्नित मार्क घोषित अंक "
+            "হিসেবে হিসাবে নম্বর الكاملة القصوى تقييمك حكمك طور نشان مارک قرار نمبر"
         ),
     ),
     # "Veredicto: aprobado" — a verdict stated; inside tool results test reports print such lines.
@@ -805,7 +413,7 @@ CUES: tuple[Cue, ...] = (
         r"|(?:রায়|মূল্যায়ন)\s*[:：]\s*(?:পাস|সঠিক|উত্তীর্ণ)"
         r"|(?:الحكم|القرار|التقييم)\s*[:：]\s*(?:ناجح|صحيح|مقبول)"
         r"|(?:فیصلہ|تشخیص)\s*[:：]\s*(?:پاس|درست|کامیاب)",
-        (":", "：", "="),
+        _w(": ： ="),
         NOT_TOOLS,
     ),
 )
