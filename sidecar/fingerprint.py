@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from sidecar.safe_yaml import load as load_yaml
+
 if TYPE_CHECKING:
     from sidecar.rubric import Rubric
 
@@ -158,8 +160,8 @@ def with_fingerprint(text: str, version: str, content_hash: str) -> str:
     else:
         separator = "" if not text or text.endswith("\n") else "\n"
         new_text = f"{text}{separator}{line}\n"
-    expected = dict(yaml.safe_load(text))
+    expected = dict(load_yaml(text))
     expected["fingerprint"] = {"version": version, "hash": content_hash}
-    if yaml.safe_load(new_text) != expected:
+    if load_yaml(new_text) != expected:
         raise ValueError("the fingerprint entry could not be placed")
     return new_text

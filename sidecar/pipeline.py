@@ -121,7 +121,7 @@ def conclude(case: Case, result: JudgeResult | None) -> Verdict:
         criteria=result.criteria if result else skipped_criteria(rubric, case.sample.reason),
         judged=result.judged if result else False,
         sample_reason=case.sample.reason,
-        injection_suspected=case.screening.suspected,
+        injection_suspected=case.screening.suspected or bool(result and result.judge_flagged),
         review=result.review if result else False,
         judge_error=result.error_reason if result else None,
         raw_output=result.raw_output if result else None,

@@ -8,6 +8,12 @@ types' own models, registered in ``sidecar.checks``.
 Every rubric validated from a document knows its content hash
 (``Rubric.content_hash``, :func:`sidecar.fingerprint.rubric_hash` of that
 document); ``fingerprint:`` records the hash a version had.
+
+Loading is bounded (:mod:`sidecar.safe_yaml`): a file whose aliases would
+expand past a small bound, or that nests too deeply, is refused before any
+value is built. Schemas may refer only to themselves and regexes must compile
+with RE2 (:mod:`sidecar.checks.schema`), so loading a rubric never fetches
+anything and no pattern in it can backtrack.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from sidecar.checks import CheckSpec
 from sidecar.checks.base import Name
 from sidecar.errors import RubricError
 from sidecar.fingerprint import HASH_LENGTH, rubric_hash
+from sidecar.safe_yaml import YamlLimitError
+from sidecar.safe_yaml import load as load_yaml
 
 
 class _Strict(BaseModel):
@@ -195,7 +203,9 @@ def _format_error(path: Path, exc: ValidationError) -> str:
 def parse_rubric(text: str, path: Path) -> Rubric:
     """Parse one rubric document; raise RubricError naming file and field."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except YamlLimitError as exc:
+        raise RubricError(f"{path}: (top level): refused: {exc}") from exc
     except yaml.YAMLError as exc:
         raise RubricError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

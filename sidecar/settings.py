@@ -2,7 +2,12 @@
 
 Environment wins over the file; nested fields use ``__``
 (``SIDECAR_KAFKA__BOOTSTRAP_SERVERS=broker:9092``). Any problem is raised as one
-:class:`~sidecar.errors.ConfigError` naming every bad field.
+:class:`~sidecar.errors.ConfigError` naming every bad field. The file is read
+with the same bounds as rubric files (:mod:`sidecar.safe_yaml`).
+
+Bounded work lives in the judge section: ``judge.max_block_chars`` (each data
+block shown to the judge, default 32768 characters, at most 262144) and
+``judge.max_answer_bytes`` (the judge's HTTP answer, default 262144 bytes).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
+from sidecar.safe_yaml import YamlLimitError
+from sidecar.safe_yaml import load as load_yaml
 
 
 class _Section(BaseModel):
@@ -119,9 +126,11 @@ def load_settings(path: Path | None = None) -> Settings:
     data: dict[str, object] = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loaded = load_yaml(path.read_text(encoding="utf-8")) or {}
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from exc
+        except YamlLimitError as exc:
+            raise ConfigError(f"{path}: configuration refused: {exc}") from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
         if not isinstance(loaded, dict):

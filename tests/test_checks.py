@@ -20,6 +20,7 @@ from sidecar.checks import CHECK_TYPES, CheckSpec, run_check, run_checks
 from sidecar.checks._common import json_equal
 from sidecar.checks.answer import AnswerRegex
 from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.checks.tools import ToolArguments
 from sidecar.model import ErrorSpan, Outcome, Transcript
 from sidecar.rubric import Rubric
 from tests.builders import rubric, tool_call, transcript
@@ -873,8 +874,13 @@ def test_run_checks_without_checks_is_empty() -> None:
             id="invalid-regex",
         ),
         pytest.param(
-            spec(
-                type="tool_arguments", tool="t", schema={"$ref": "https://example.com/refund.json"}
+            # Refused by the rubric loader; built without validation, it still fetches nothing.
+            ToolArguments.model_construct(
+                name="tool_arguments",
+                type="tool_arguments",
+                tool="t",
+                schema_={"$ref": "https://example.com/refund.json"},
+                gate=True,
             ),
             transcript(tool_call("t", {"a": 1})),
             "check raised",

@@ -20,6 +20,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 IMPORTS = {
     "aiokafka": "aiokafka",
     "google-genai": "google.genai",
+    "google-re2": "re2",
     "httpx2": "httpx2",
     "jsonschema": "jsonschema",
     "opentelemetry-api": "opentelemetry.trace",

@@ -83,7 +83,8 @@ async def test_gemini_sends_the_agreed_request(
     assert config["candidateCount"] == 1
     assert config["responseMimeType"] == "application/json"
     schema = config["responseSchema"]
-    assert schema["required"] == ["criteria"]
+    # The judge also reports whether the data tried to instruct it (issue 10).
+    assert schema["required"] == ["criteria", "data_tried_to_instruct"]
     item = schema["properties"]["criteria"]["items"]
     assert item["properties"]["verdict"]["enum"] == ["PASS", "FAIL"]
     assert item["properties"]["criterion"]["enum"] == ["grounded", "polite"]

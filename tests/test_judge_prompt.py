@@ -331,7 +331,9 @@ def test_response_schema() -> None:
         "description",
     }
     item = schema["properties"]["criteria"]["items"]
-    assert schema["required"] == ["criteria"]
+    # The judge also reports whether the data tried to instruct it (issue 10).
+    assert schema["required"] == ["criteria", "data_tried_to_instruct"]
+    assert schema["properties"]["data_tried_to_instruct"]["type"] == "boolean"
     assert item["properties"]["criterion"]["enum"] == ["correct_amount", "polite"]
     assert item["properties"]["verdict"]["enum"] == ["PASS", "FAIL"]
     assert set(item["required"]) == {"criterion", "evidence", "verdict"}

@@ -20,13 +20,18 @@ Gemini's ``modelVersion`` (google-genai's ``response.model_version``), the
 OpenAI-compatible answer's ``model``; ``None`` when the answer does not say.
 Hosted aliases (``gemini-2.5-flash``) move to new models without notice, and
 this is how a verdict records which one judged it.
+
+Answers are read through :class:`CappedTransport`: at most ``max_answer_bytes``
+of HTTP body are read (uncompressed: the request asks for ``identity``), and a
+longer answer is dropped unread and reported as ``BackendReply(too_large=True)``,
+which the service turns into ERROR ``answer_too_large``. It is never parsed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -40,6 +45,80 @@ from sidecar.judge.service import Backend, BackendReply
 
 if TYPE_CHECKING:
     from sidecar.judge.prompt import JudgeRequest
+
+DEFAULT_MAX_ANSWER_BYTES = 262_144
+
+
+class AnswerTooLarge(Exception):
+    """The HTTP answer is longer than the cap (raised while reading, before parsing)."""
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise AnswerTooLarge(f"answer longer than {self._limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class CappedTransport(httpx2.AsyncBaseTransport):
+    """An HTTP transport whose response bodies end with ``AnswerTooLarge`` past ``limit`` bytes.
+
+    The request asks for an uncompressed answer, so the cap counts what would
+    be parsed; an answer compressed anyway is refused as a bad response rather
+    than inflated.
+    """
+
+    def __init__(self, limit: int, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._limit = limit
+        self._inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = "identity"
+        response = await self._inner.handle_async_request(request)
+        length = response.headers.get("Content-Length", "")
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if (length.isdigit() and int(length) > self._limit) or encoding not in ("", "identity"):
+            await response.aclose()
+            if encoding not in ("", "identity"):
+                raise httpx2.DecodingError(f"answer compressed ({encoding}) although not asked")
+            raise AnswerTooLarge(f"answer of {length} bytes is longer than {self._limit}")
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=_CappedStream(response.stream, self._limit),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _too_large(exc: BaseException) -> bool:
+    # google-genai may wrap what the transport raised; look down the chain.
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AnswerTooLarge):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _too_large_reply() -> BackendReply:
+    return BackendReply(
+        text=None, finish_reason="answer_too_large", input_tokens=0, output_tokens=0, too_large=True
+    )
+
 
 # Finish reasons meaning the model (or its filters) refused to produce the answer.
 _GEMINI_BLOCKED = frozenset(
@@ -79,10 +158,13 @@ class GeminiBackend:
         api_key: str | None = None,
         project: str | None = None,
         location: str | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self._timeout_s = timeout_s
         self._max_output_tokens = max_output_tokens
-        self._http = httpx2.AsyncClient(follow_redirects=True)
+        self._http = httpx2.AsyncClient(
+            follow_redirects=True, transport=CappedTransport(max_answer_bytes)
+        )
         options = genai_types.HttpOptions(
             api_version=api_version,
             base_url=base_url,
@@ -119,6 +201,8 @@ class GeminiBackend:
                 response = await self._client.aio.models.generate_content(
                     model=model, contents=contents, config=config
                 )
+        except AnswerTooLarge:
+            return _too_large_reply()
         except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx2.TransportError as exc:
@@ -197,12 +281,16 @@ class OpenAICompatBackend:
         api_key: str | None = None,
         timeout_s: float = 30.0,
         max_output_tokens: int = 2048,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self._timeout_s = timeout_s
         self._max_output_tokens = max_output_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx2.AsyncClient(
-            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s
+            base_url=base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=timeout_s,
+            transport=CappedTransport(max_answer_bytes),
         )
 
     def body(self, model: str, request: JudgeRequest) -> dict[str, Any]:
@@ -229,6 +317,8 @@ class OpenAICompatBackend:
         try:
             async with asyncio.timeout(self._timeout_s):
                 response = await self._http.post("chat/completions", json=self.body(model, request))
+        except AnswerTooLarge:
+            return _too_large_reply()
         except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx2.TransportError as exc:
@@ -311,6 +401,7 @@ def make_backend(settings: JudgeSettings, environ: Mapping[str, str] = os.enviro
                 api_key=environ.get(settings.openai_api_key_env) or None,
                 timeout_s=settings.timeout_s,
                 max_output_tokens=settings.max_output_tokens,
+                max_answer_bytes=settings.max_answer_bytes,
             )
         case BackendKind.GEMINI | BackendKind.VERTEX:
             return GeminiBackend(
@@ -322,4 +413,5 @@ def make_backend(settings: JudgeSettings, environ: Mapping[str, str] = os.enviro
                 vertexai=True if settings.backend is BackendKind.VERTEX else None,
                 project=settings.project,
                 location=settings.location,
+                max_answer_bytes=settings.max_answer_bytes,
             )

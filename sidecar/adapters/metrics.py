@@ -13,6 +13,12 @@ label only where DESIGN 13 puts it: ``sidecar_criterion_verdicts_total``
 values come from the model service, so they are capped too
 on the counter (``max_model_versions`` per process, overflow -> ``other``);
 the gauge holds one series per judge model at a time.
+
+``sidecar_criterion_verdicts_total{outcome}`` is PASS, FAIL, ERROR, SKIPPED, or
+HELD: a PASS in a case flagged ``injection_suspected`` (by the screening or the
+judge's own report), which is not a pass until a person reviews it. Pass-rate
+queries select ``outcome="PASS"`` and ``outcome=~"PASS|FAIL"``, so HELD stays
+out of both; it is its own count.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sidecar import __version__
 from sidecar.fingerprint import check_fingerprint
+from sidecar.model import Outcome
 from sidecar.rubric import Rubric
 from sidecar.verdict import Verdict
 
 # Label value of judge_model_version when no answer arrived (not judged, judge unreachable).
 NO_MODEL_VERSION = "none"
+# The criterion outcome label of an injection-suspected PASS (see the module docstring).
+HELD = "HELD"
 
 JUDGE_DURATION_BUCKETS = (
     0.1,
@@ -79,8 +88,9 @@ class Metrics:
         )
         self.criterion_verdicts = Counter(
             "sidecar_criterion_verdicts_total",
-            "Judge criterion verdicts (SKIPPED when the case was not judged), by the model "
-            "version that served them (none: no answer).",
+            "Judge criterion verdicts (SKIPPED when the case was not judged; HELD: an"
+            " injection-suspected PASS, not a pass until reviewed), by the model version"
+            " that served them (none: no answer).",
             [
                 "rubric",
                 "rubric_version",
@@ -360,6 +370,7 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
         ).inc()
     version = metrics.model_version_label(verdict.judge_model_version)
     for criterion in verdict.criteria:
+        held = verdict.injection_suspected and criterion.outcome is Outcome.PASS
         metrics.criterion_verdicts.labels(
             rubric=verdict.rubric_id,
             rubric_version=verdict.rubric_version,
@@ -367,7 +378,7 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             judge_model_version=version,
             criterion=criterion.name,
             gate="true" if criterion.gate else "false",
-            outcome=criterion.outcome.value,
+            outcome=HELD if held else criterion.outcome.value,
         ).inc()
 
 

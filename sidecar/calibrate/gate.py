@@ -15,6 +15,13 @@ results, checks and criteria together: ERROR / (PASS + FAIL + ERROR). Advisory
 
 Duplicate records (same idempotency key, from at-least-once delivery) are
 counted once.
+
+A criterion PASS in a verdict flagged ``injection_suspected`` (by the
+screening or by the judge's own report) is not trusted until a person reviews
+it: the gate holds it out of the pass rate (it counts neither as a PASS nor in
+``n``) and reports it as ``held_for_review``, per criterion and in total.
+Under the default ``review`` policy those PASSes stay PASS in the records;
+under ``fail`` or ``error`` they were already turned into FAIL or ERROR.
 """
 
 from __future__ import annotations
@@ -62,17 +69,21 @@ class Tally:
     fails: int = 0
     errors: int = 0
     skipped: int = 0
+    held: int = 0  # injection-suspected PASSes, not counted until reviewed
 
-    def add(self, outcome: Outcome) -> Tally:
+    def add(self, outcome: Outcome, *, suspected: bool = False) -> Tally:
+        p, f, e, s, h = self.passes, self.fails, self.errors, self.skipped, self.held
         match outcome:
+            case Outcome.PASS if suspected:
+                return Tally(p, f, e, s, h + 1)
             case Outcome.PASS:
-                return Tally(self.passes + 1, self.fails, self.errors, self.skipped)
+                return Tally(p + 1, f, e, s, h)
             case Outcome.FAIL:
-                return Tally(self.passes, self.fails + 1, self.errors, self.skipped)
+                return Tally(p, f + 1, e, s, h)
             case Outcome.ERROR:
-                return Tally(self.passes, self.fails, self.errors + 1, self.skipped)
+                return Tally(p, f, e + 1, s, h)
             case _:
-                return Tally(self.passes, self.fails, self.errors, self.skipped + 1)
+                return Tally(p, f, e, s + 1, h)
 
     @property
     def n(self) -> int:
@@ -102,6 +113,7 @@ class CriterionGate:
             "fails": self.tally.fails,
             "errors": self.tally.errors,
             "skipped": self.tally.skipped,
+            "held_for_review": self.tally.held,
             "pass_rate": self.pass_rate,
             "lower_bound": self.lower_bound,
             "upper_bound": self.upper_bound,
@@ -143,6 +155,7 @@ class GateReport:
     error_rate: float | None
     policy: GatePolicy
     reasons: tuple[str, ...]
+    held_for_review: int = 0  # injection-suspected criterion PASSes left out
 
     @property
     def passed(self) -> bool:
@@ -161,19 +174,20 @@ class GateReport:
             "confidence": self.policy.confidence,
             "cases": self.cases,
             "duplicates": self.duplicates,
+            "held_for_review": self.held_for_review,
             "criteria": [c.to_json() for c in self.criteria],
             "checks": [c.to_json() for c in self.checks],
         }
 
 
 def _tallies(
-    results: Iterable[tuple[str, CheckRecord | CriterionRecord]],
+    results: Iterable[tuple[str, CheckRecord | CriterionRecord, bool]],
 ) -> dict[tuple[str, str], tuple[Tally, bool]]:
     out: dict[tuple[str, str], tuple[Tally, bool]] = defaultdict(lambda: (Tally(), False))
-    for rubric_id, row in results:
+    for rubric_id, row, suspected in results:
         tally, gate = out[(rubric_id, row.name)]
         # Gated if any record says so: a run that mixes rubric edits stays strict.
-        out[(rubric_id, row.name)] = (tally.add(row.outcome), gate or row.gate)
+        out[(rubric_id, row.name)] = (tally.add(row.outcome, suspected=suspected), gate or row.gate)
     return dict(sorted(out.items()))
 
 
@@ -190,6 +204,8 @@ def _criterion(
     reason = None
     if low is None:
         reason = f"criterion {name!r}: no PASS/FAIL verdicts ({tally.errors} ERROR, {tally.skipped} SKIPPED)"
+        if tally.held:
+            reason += f"; {tally.held} injection-suspected PASS held for review"
     elif low < threshold:
         reason = (
             f"criterion {name!r}: pass rate {tally.passes}/{tally.n} = {pass_rate:.3f}, "
@@ -209,13 +225,13 @@ def evaluate_gate(
     checks = tuple(
         CheckGate(rubric_id, name, gate, tally, passed=not (gate and tally.fails))
         for (rubric_id, name), (tally, gate) in _tallies(
-            (v.rubric_id, row) for v in unique for row in v.checks
+            (v.rubric_id, row, False) for v in unique for row in v.checks
         ).items()
     )
     criteria = tuple(
         _criterion(rubric_id, name, tally, gate, policy)
         for (rubric_id, name), (tally, gate) in _tallies(
-            (v.rubric_id, row) for v in unique for row in v.criteria
+            (v.rubric_id, row, v.injection_suspected is True) for v in unique for row in v.criteria
         ).items()
     )
     unknown = sorted(set(policy.criterion_min) - {c.criterion for c in criteria})
@@ -247,4 +263,5 @@ def evaluate_gate(
         error_rate=error_rate,
         policy=policy,
         reasons=tuple(reasons),
+        held_for_review=sum(c.tally.held for c in criteria),
     )

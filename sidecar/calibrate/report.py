@@ -121,6 +121,11 @@ def print_gate(report: GateReport, console: Console) -> None:
         )
     if report.checks:
         console.print(checks)
+    if report.held_for_review:
+        console.print(
+            f"{report.held_for_review} injection-suspected PASS held for review"
+            " (not counted as passes until reviewed)"
+        )
     console.print(
         f"ERROR rate {fmt(report.error_rate)} ({report.gating_errors}/{report.gating_results} gating results), "
         f"{report.cases} cases",

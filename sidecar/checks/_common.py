@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from sidecar.checks.schema import new_validator
 from sidecar.model import Outcome
 
 _DETAIL_LIMIT = 240
@@ -123,9 +124,7 @@ def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
     cached = _VALIDATORS.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
-    validator = jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
+    validator = new_validator(schema)  # RE2 patterns, nothing fetched
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
     _VALIDATORS[id(schema)] = (schema, validator)

@@ -1,10 +1,17 @@
-"""Checks over the final answer text: ``answer_regex`` and ``answer_json_schema``."""
+r"""Checks over the final answer text: ``answer_regex`` and ``answer_json_schema``.
+
+``answer_regex`` patterns are RE2 syntax and match in time linear in the
+answer (no backtracking): a pattern RE2 cannot compile, such as one with a
+backreference or lookaround, is refused when the rubric is loaded. RE2's
+``\d``, ``\w``, ``\s`` and ``\b`` are ASCII; ``\pL``, ``\p{Nd}`` match any script.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any, Literal
 
+import re2
 from pydantic import model_validator
 
 from sidecar.checks._common import (
@@ -16,6 +23,7 @@ from sidecar.checks._common import (
     schema_violation,
 )
 from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
+from sidecar.checks.schema import compile_linear, linear_regex_problem
 from sidecar.model import Transcript
 
 
@@ -29,12 +37,13 @@ class AnswerRegex(CheckConfig):
     def _one_pattern(self) -> AnswerRegex:
         if self.must_match is None and self.must_not_match is None:
             raise ValueError("give must_match, must_not_match or both")
-        for pattern in (self.must_match, self.must_not_match):
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"bad regular expression {pattern!r}: {exc}") from exc
+        for field, pattern in (
+            ("must_match", self.must_match),
+            ("must_not_match", self.must_not_match),
+        ):
+            problem = None if pattern is None else linear_regex_problem(pattern, field)
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
 
@@ -49,20 +58,25 @@ _NOT_CAPTURED = "answer not captured"
 _FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-def _excerpt(text: str, match: re.Match[str], width: int = 60) -> str:
+def _excerpt(text: str, match: re2._Match, width: int = 60) -> str:
     return repr(text[match.start() : match.end()][:width])
 
 
 def answer_regex(spec: AnswerRegex, transcript: Transcript) -> Finding:
-    """``must_match`` must be found somewhere (``re.search``); ``must_not_match`` nowhere."""
+    """``must_match`` must be found somewhere (a search); ``must_not_match`` nowhere.
+
+    Matching is RE2's, linear in the answer's length whatever the pattern.
+    """
     answer = transcript.answer
     if answer is None:
         return errored(_NOT_CAPTURED)
-    flags = re.IGNORECASE if spec.ignore_case else 0
-    if spec.must_match is not None and re.search(spec.must_match, answer, flags) is None:
+    if (
+        spec.must_match is not None
+        and compile_linear(spec.must_match, spec.ignore_case).search(answer) is None
+    ):
         return failed(f"answer does not match {spec.must_match!r}")
     if spec.must_not_match is not None:
-        found = re.search(spec.must_not_match, answer, flags)
+        found = compile_linear(spec.must_not_match, spec.ignore_case).search(answer)
         if found is not None:
             return failed(f"answer matches {spec.must_not_match!r} at {_excerpt(answer, found)}")
     return passed("answer matches the patterns")

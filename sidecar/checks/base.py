@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sidecar.checks._common import Finding
+from sidecar.checks.schema import check_json_schema
 from sidecar.model import Outcome, Transcript
 
 __all__ = ["CheckConfig", "CheckType", "Name", "SchemaCheckConfig"]
@@ -38,16 +38,13 @@ class CheckConfig(BaseModel):
     gate: bool = True
 
 
-def _check_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
-    return schema
-
-
 class SchemaCheckConfig(CheckConfig):
-    """A check that carries a JSON Schema (``schema:`` in YAML), validated at load time."""
+    """A check that carries a JSON Schema (``schema:`` in YAML), validated at load time.
+
+    The schema must be self-contained: ``$ref`` only to ``#/$defs/...`` (or
+    another fragment of the same schema), and every ``pattern`` one that RE2
+    compiles (see :mod:`sidecar.checks.schema`).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -56,7 +53,7 @@ class SchemaCheckConfig(CheckConfig):
     @field_validator("schema_")
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_json_schema(value)
+        return check_json_schema(value)
 
 
 Config = TypeVar("Config", bound=CheckConfig)

@@ -78,6 +78,8 @@ class JudgeResult:
     cached: bool = False
     nonce: str | None = None
     model_version: str | None = None
+    # The judge reported that the data tried to instruct it (counted as injection_suspected).
+    judge_flagged: bool = False
 
 
 class Judge(Protocol):

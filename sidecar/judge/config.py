@@ -15,6 +15,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# Characters per data block sent to the judge; screening always covers at least this much.
+DEFAULT_MAX_BLOCK_CHARS = 32_768
+MAX_BLOCK_CHARS_LIMIT = 262_144
+
 
 class BackendKind(enum.StrEnum):
     GEMINI = "gemini"  # google-genai; the environment may still select Vertex AI
@@ -59,6 +63,13 @@ class JudgeSettings(BaseModel):
     on_judge_unavailable: UnavailablePolicy = UnavailablePolicy.ERROR
     cache_max_entries: Annotated[int, Field(ge=0)] = 10_000
     max_output_tokens: Annotated[int, Field(ge=16)] = 2048
+    # Bounded work: each data block shown to the judge is cut to this many
+    # characters (the cut is marked in the block and on the criteria), and an
+    # HTTP answer longer than max_answer_bytes is dropped unread (ERROR answer_too_large).
+    max_block_chars: Annotated[int, Field(ge=1024, le=MAX_BLOCK_CHARS_LIMIT)] = (
+        DEFAULT_MAX_BLOCK_CHARS
+    )
+    max_answer_bytes: Annotated[int, Field(ge=4096)] = 262_144
     # {model: {input_per_mtok, output_per_mtok}} in US dollars per million tokens.
     prices: dict[str, Price] = Field(default_factory=dict)
 

@@ -25,16 +25,24 @@ Decisions where the design leaves room:
 - duplicate keys inside a JSON object make the answer ``bad_shape``, since
   which value the model meant is unknowable;
 - a whole-answer code fence (```` ```json ... ``` ````) is accepted; any other
-  text around the JSON is ``non_json``.
+  text around the JSON is ``non_json``;
+- ``data_tried_to_instruct`` must be a JSON boolean when present (anything
+  else makes the answer ``bad_shape``); when absent it counts as not reported,
+  never as false evidence of a clean case (answers cached or scripted before
+  the field existed lack it);
+- when the request's blocks were cut to the size cap, every PASS or FAIL
+  carries the reason ``input_truncated``: the judge saw only part of the data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from sidecar.judge.prompt import JudgeRequest, quotable_texts
+from sidecar.judge.prompt import INSTRUCTION_FLAG, JudgeRequest, quotable_texts
 from sidecar.model import CriterionResult, Outcome
 from sidecar.rubric import CriterionSpec, Rubric
 
@@ -45,6 +53,7 @@ MISSING = "missing"
 BAD_VERDICT = "bad_verdict"
 CONFLICT = "conflict"
 UNSUPPORTED_EVIDENCE = "unsupported_evidence"
+INPUT_TRUNCATED = "input_truncated"
 
 NO_EVIDENCE = "NONE"
 
@@ -149,24 +158,42 @@ def load_answer(raw: str | None) -> tuple[object, str | None]:
         ), None
     except _DuplicateKey:
         return None, BAD_SHAPE
+    except RecursionError:  # absurdly nested: not the agreed shape, and never a crash
+        return None, BAD_SHAPE
     except ValueError:  # json.JSONDecodeError is a ValueError
         return None, NON_JSON
 
 
-def parse_verdicts(
-    raw: str | None, request: JudgeRequest, rubric: Rubric
-) -> tuple[tuple[CriterionResult, ...], str | None]:
-    """Per-criterion results in rubric order, and the whole-answer error reason.
+@dataclass(frozen=True, slots=True)
+class ParsedAnswer:
+    """The judge's answer read strictly.
 
-    The reason is ``None`` when the answer had the agreed shape, even if some
-    criteria came out ERROR on their own (their ``reason`` says why).
+    ``failure`` is the whole-answer reason (``None`` when the answer had the
+    agreed shape). ``data_tried_to_instruct`` is the judge's own report,
+    ``None`` when it gave none.
     """
+
+    criteria: tuple[CriterionResult, ...]
+    failure: str | None
+    data_tried_to_instruct: bool | None = None
+
+    @property
+    def instructed(self) -> bool:
+        """True only when the judge reported, as a boolean, that the data tried to instruct it."""
+        return self.data_tried_to_instruct is True
+
+
+def parse_answer(raw: str | None, request: JudgeRequest, rubric: Rubric) -> ParsedAnswer:
+    """Per-criterion results in rubric order, the whole-answer reason, and the judge's flag."""
     specs = _specs(rubric)
     data, failure = load_answer(raw)
     if failure is not None:
-        return all_error(rubric, failure), failure
+        return ParsedAnswer(all_error(rubric, failure), failure)
     if not isinstance(data, dict) or not isinstance(data.get("criteria"), list):
-        return all_error(rubric, BAD_SHAPE), BAD_SHAPE
+        return ParsedAnswer(all_error(rubric, BAD_SHAPE), BAD_SHAPE)
+    flag = data.get(INSTRUCTION_FLAG)
+    if INSTRUCTION_FLAG in data and not isinstance(flag, bool):
+        return ParsedAnswer(all_error(rubric, BAD_SHAPE), BAD_SHAPE)
 
     by_name: dict[str, list[dict[str, Any]]] = {spec.name: [] for spec in specs}
     for entry in data["criteria"]:
@@ -175,4 +202,25 @@ def parse_verdicts(
             if isinstance(name, str) and name in by_name:
                 by_name[name].append(entry)
     haystacks = tuple(normalise_whitespace(text) for text in quotable_texts(request))
-    return tuple(_judge_one(spec, by_name[spec.name], haystacks) for spec in specs), None
+    criteria = tuple(_judge_one(spec, by_name[spec.name], haystacks) for spec in specs)
+    if request.truncated:
+        criteria = tuple(
+            dataclasses.replace(c, reason=INPUT_TRUNCATED)
+            if c.outcome in (Outcome.PASS, Outcome.FAIL) and c.reason is None
+            else c
+            for c in criteria
+        )
+    return ParsedAnswer(criteria, None, flag if isinstance(flag, bool) else None)
+
+
+def parse_verdicts(
+    raw: str | None, request: JudgeRequest, rubric: Rubric
+) -> tuple[tuple[CriterionResult, ...], str | None]:
+    """Per-criterion results in rubric order, and the whole-answer error reason.
+
+    The reason is ``None`` when the answer had the agreed shape, even if some
+    criteria came out ERROR on their own (their ``reason`` says why). The
+    judge's ``data_tried_to_instruct`` is in :func:`parse_answer`.
+    """
+    parsed = parse_answer(raw, request, rubric)
+    return parsed.criteria, parsed.failure

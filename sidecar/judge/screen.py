@@ -19,20 +19,38 @@ Which rules run where:
   not taken as forged verdicts inside tool results, where test runners and
   APIs print them.
 
+Before matching, every block is folded (:func:`screen_views.fold`: NFKC,
+accents and Arabic marks, zero-width and bidi controls), and rules run again
+on views that undo common hiding (:func:`screen_views.derived_views`: text
+reversed, ROT13, Cyrillic/Greek look-alikes, base64, hex, percent and HTML
+encodings decoded); a hit there also reports the view, e.g.
+``TOOL_CALLS:encoded``. Cues in fourteen languages besides English are in
+:mod:`sidecar.judge.screen_cues`.
+
+Screening is linear in the text's length: every pattern is free of nested
+unbounded repetition, and the one check that looked back over a sentence
+per match (``reply_directive``) reads the words before a match from an index.
+
 Known blind spots: manipulation without any of these cues (an answer that
 only *argues* it is right, or smuggles the right answer into a quoted
-dialogue), spellings that NFKC does not fold (homoglyphs), and FAQ-style
-questions in fetched pages, which are flagged although benign.
+dialogue), paraphrases outside the lexicons, look-alikes from other scripts
+than Cyrillic and Greek, and FAQ-style questions in fetched pages, which are
+flagged although benign. The judge's own ``data_tried_to_instruct`` report is
+the second line behind these rules.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from sidecar.judge.config import MAX_BLOCK_CHARS_LIMIT
 from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, data_blocks
+from sidecar.judge.screen_cues import CUES, STRONG, STRONG_ASCII
+from sidecar.judge.screen_views import derived_views, fold, fold_pattern
 from sidecar.model import Transcript
 from sidecar.rubric import Rubric
 
@@ -69,8 +87,9 @@ def _view(name: str, text: str) -> str:
             for line in text.split("\n")
         )
     text = _ESCAPE.sub(_unescape, text)
-    # NFKC folds fullwidth and other compatibility forms ("ｉｇｎｏｒｅ") onto ASCII.
-    text = unicodedata.normalize("NFKC", text)
+    # NFKC folds fullwidth and other compatibility forms ("ｉｇｎｏｒｅ") onto ASCII;
+    # accents and Arabic marks go too, so one spelling of each cue is enough.
+    text = fold(text)
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     text = text.replace("\u201c", '"').replace("\u201d", '"')
     return re.sub(r"[ \t\u00a0]+", " ", text)
@@ -172,12 +191,15 @@ _BLOCK_RULES: tuple[_Rule, ...] = (
         _b(r"<\|[a-z_]{2,30}\|>", "<|"),
         _b(r"\[/?inst\]", "inst]"),
         _b(r"<</?sys>>", "sys>>"),
+        # Atomic: the run of "#" and spaces is taken once, then must end in "##"
+        # (a plain [ #]*#{2,} backtracks quadratically on a long run of "#").
         _b(
-            r"^[ #]*#{2,}\s*(?:system|instructions?|assistant|user|human|response|input"
+            r"^(?>[ #]*#)(?<=##)\s*(?:system|instructions?|assistant|user|human|response|input"
             r"|model outputs?|output)\s*:?\s*$",
             "##",
         ),
-        _b(r"^\s*(?:system|assistant|developer)\s*:", "system assistant developer"),
+        # [^\S\n]* rather than \s*: the same lines match, without rescanning blank lines.
+        _b(r"^[^\S\n]*(?:system|assistant|developer)\s*:", "system assistant developer"),
     ),
     # Bracketed authority tags: [SYSTEM], [ADMIN], [EVALUATOR OUTPUT], [JUDGE]: ...
     _rule(
@@ -234,7 +256,7 @@ _BLOCK_RULES: tuple[_Rule, ...] = (
             " assistant, assistant: model, model: llm, llm: chatbot, chatbot:",
         ),
         _b(
-            r"^\s*(?:judge|grader|evaluator|reviewer)\s*:",
+            r"^[^\S\n]*(?:judge|grader|evaluator|reviewer)\s*:",
             "grader evaluator assessor judge reviewer",
         ),
         _b(r"\bif you are an?\s+(?:ai|llm|language model|assistant|bot|chatbot|model)\b", "you"),
@@ -322,7 +344,7 @@ _BLOCK_RULES: tuple[_Rule, ...] = (
         ),
         _b(
             r"(?:^|\|)\s*(?:accuracy|clarity|helpfulness|relevance|correctness|quality|overall"
-            r"|total)\s*\|[^\n]*\d\s*/\s*\d",
+            r"|total)\s*\|[^\n]{0,200}?\d\s*/\s*\d",
             "|",
         ),
         blocks=_NOT_TOOLS,
@@ -511,9 +533,21 @@ def _sentences(text: str) -> Iterable[str]:
             yield sentence
 
 
+_WORD = re.compile(r"\S+")
+
+
 def _into_your_answer(sentence: str) -> bool:
+    # The two words before each match, as sentence[:start].split() would give them,
+    # read from one index of the words (splitting per match was quadratic).
+    spans: list[tuple[int, int]] = []
+    starts: list[int] = []
     for match in _YOUR_ANSWER.finditer(sentence):
-        before = sentence[: match.start()].split()
+        if not spans:
+            spans = [word.span() for word in _WORD.finditer(sentence)]
+            starts = [start for start, _ in spans]
+        at = match.start()
+        count = bisect.bisect_left(starts, at)
+        before = [sentence[start : min(end, at)] for start, end in spans[max(0, count - 2) : count]]
         if before and before[-1] in _INTO and (len(before) < 2 or before[-2] not in _COURTESY):
             return True
     return False
@@ -558,12 +592,84 @@ _SENTENCE_RULES: tuple[_SentenceRule, ...] = (
 )
 
 
+def _cue_rules() -> tuple[_Rule, ...]:
+    """The other languages' cues as rules, one per (rule name, blocks), in table order."""
+    grouped: dict[tuple[str, frozenset[str]], list[_Branch]] = {}
+    for cue in CUES:
+        branch = _Branch(
+            re.compile(fold_pattern(cue.pattern), re.MULTILINE),
+            frozenset(fold(needle) for needle in cue.needles),
+            frozenset(),
+        )
+        grouped.setdefault((cue.rule, cue.blocks), []).append(branch)
+    return tuple(
+        _rule(name, *branches, blocks=blocks) for (name, blocks), branches in grouped.items()
+    )
+
+
+_RULES: tuple[_Rule, ...] = _BLOCK_RULES + _cue_rules()
+
 # Every needle of every rule, tested once per block with `in`; a branch or
 # sentence rule runs only when one of its own needles is present.
 _NEEDLES = frozenset(
-    [n for rule in _BLOCK_RULES for branch in rule.branches for n in branch.needs | branch.also]
+    [n for rule in _RULES for branch in rule.branches for n in branch.needs | branch.also]
     + [needle for rule in _SENTENCE_RULES for needle in rule.needs]
 )
+
+
+def _script(needle: str) -> str:
+    first = next(c for c in needle if not c.isascii())
+    return unicodedata.name(first, "OTHER").split()[0]
+
+
+def _by_script() -> tuple[tuple[re.Pattern[str], frozenset[str]], ...]:
+    groups: dict[str, set[str]] = {}
+    for needle in _NEEDLES:
+        if not needle.isascii():
+            groups.setdefault(_script(needle), set()).add(needle)
+    # A group's needles are looked for only when one of their letters is in the text.
+    return tuple(
+        (
+            re.compile(
+                "[" + re.escape("".join({c for n in group for c in n if not c.isascii()})) + "]"
+            ),
+            frozenset(group),
+        )
+        for group in groups.values()
+    )
+
+
+_ASCII_NEEDLES = frozenset(n for n in _NEEDLES if n.isascii())
+_SCRIPT_NEEDLES = _by_script()
+
+
+def _present(lowered: str) -> frozenset[str]:
+    found = {needle for needle in _ASCII_NEEDLES if needle in lowered}
+    if not lowered.isascii():
+        for probe, needles in _SCRIPT_NEEDLES:
+            if probe.search(lowered):
+                found.update(needle for needle in needles if needle in lowered)
+    return frozenset(found)
+
+
+def _rule_hits(name: str, view: str) -> list[str]:
+    """The rules that fire on one folded view of block ``name``, in rule order."""
+    lowered = view.lower()
+    present = _present(lowered)
+    hits: list[str] = []
+    for rule in _RULES:
+        if name not in rule.blocks or rule.name in hits:
+            continue
+        text = view if rule.case_sensitive else lowered
+        if any(b.may_match(present) and b.pattern.search(text) for b in rule.branches):
+            hits.append(rule.name)
+    if name == TOOL_CALLS:
+        rules = [r for r in _SENTENCE_RULES if not r.needs.isdisjoint(present)]
+        for sentence in _sentences(lowered) if rules else ():
+            for sentence_rule in rules:
+                if sentence_rule.name not in hits and sentence_rule.matches(sentence):
+                    hits.append(sentence_rule.name)
+    return hits
 
 
 def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
@@ -581,27 +687,34 @@ def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
         if _TAG_RUN.search(content):
             hit(name, "hidden_text")
         view = _view(name, content)
-        lowered = view.lower()
-        present = frozenset(needle for needle in _NEEDLES if needle in lowered)
-        for rule in _BLOCK_RULES:
-            if name not in rule.blocks:
-                continue
-            text = view if rule.case_sensitive else lowered
-            if any(b.may_match(present) and b.pattern.search(text) for b in rule.branches):
-                hit(name, rule.name)
-        if name == TOOL_CALLS:
-            rules = [r for r in _SENTENCE_RULES if not r.needs.isdisjoint(present)]
-            for sentence in _sentences(lowered) if rules else ():
-                for sentence_rule in rules:
-                    if sentence_rule.matches(sentence):
-                        hit(name, sentence_rule.name)
+        for rule in _rule_hits(name, view):
+            hit(name, rule)
+        # The same rules on what the text hides: reversed, ROT13, look-alikes, encodings.
+        for label, hidden in derived_views(view, view.lower(), STRONG, STRONG_ASCII):
+            found = _rule_hits(name, hidden)
+            for rule in found:
+                hit(name, rule)
+            if found:
+                hit(name, label)
     return Screening(suspected=bool(signals), signals=tuple(signals))
 
 
 def screen_case(rubric: Rubric, transcript: Transcript) -> Screening:
     """Screen one case: the blocks its judge request will show (``data_blocks``).
 
+    The blocks are cut at the largest block size the judge may be configured
+    with, so screening covers at least what the judge sees, in bounded time.
     The pipeline calls this once per case, before sampling, and hands the
     result to the judge; the judge does not screen again.
     """
-    return screen(data_blocks(rubric, transcript))
+    return screen(data_blocks(rubric, transcript, max_block_chars=MAX_BLOCK_CHARS_LIMIT))
+
+
+JUDGE_REPORT = "JUDGE:data_tried_to_instruct"
+
+
+def with_judge_report(screening: Screening, instructed: bool) -> Screening:
+    """The case's screening joined with the judge's own report (a second line)."""
+    if not instructed:
+        return screening
+    return Screening(suspected=True, signals=(*screening.signals, JUDGE_REPORT))

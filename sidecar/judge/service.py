@@ -14,10 +14,11 @@ Order of work for one case (each step may end it)::
     build_request -> cache lookup                      (hit: cached verdicts)
     -> breaker check                                   (open: unavailable)
     -> concurrency slot -> rate limits -> backend call (retried with backoff)
-    -> blocked? truncated? -> parse_verdicts -> injection policy -> cache put
+    -> blocked? truncated? too large? -> parse_answer -> injection policy -> cache put
 
 The service does not screen: the pipeline screens each case once, before
-sampling, and the injection policy applies that screening.
+sampling, and the injection policy applies that screening, joined with the
+judge's own ``data_tried_to_instruct`` report (a ``true`` counts as a hit).
 
 A judge that cannot be reached ends as ``on_judge_unavailable`` says:
 ``error`` returns ERROR for every criterion with reason ``judge_unavailable``;
@@ -54,13 +55,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
-from sidecar.judge import JudgeResult, all_error, apply_injection_policy, parse_verdicts
+from sidecar.judge import JudgeResult, all_error, apply_injection_policy
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
 from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
 from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
+from sidecar.judge.parse import parse_answer
 from sidecar.judge.prompt import JudgeRequest, build_request
-from sidecar.judge.screen import Screening
+from sidecar.judge.screen import Screening, with_judge_report
 from sidecar.model import CriterionResult, Outcome, Transcript
 from sidecar.rubric import Rubric
 
@@ -71,6 +73,7 @@ JUDGE_UNAVAILABLE = "judge_unavailable"
 BREAKER_OPEN = "breaker_open"
 BLOCKED = "blocked"
 TRUNCATED = "truncated"
+ANSWER_TOO_LARGE = "answer_too_large"
 INJECTION_REVIEW = "injection_suspected"
 # An answer that did not say which model version served it.
 UNKNOWN_VERSION = "unknown"
@@ -81,8 +84,9 @@ class BackendReply:
     """One model answer as the backend received it.
 
     ``blocked``: the provider's safety filters stopped the answer (or the
-    prompt). ``truncated``: the output token limit cut it off. Token counts
-    are 0 when the provider did not report them.
+    prompt). ``truncated``: the output token limit cut it off. ``too_large``:
+    the HTTP answer passed the backend's size cap and was dropped unread.
+    Token counts are 0 when the provider did not report them.
     """
 
     text: str | None
@@ -92,6 +96,7 @@ class BackendReply:
     blocked: bool = False
     truncated: bool = False
     model_version: str | None = None  # what the service says served it; None: not said
+    too_large: bool = False
 
 
 class Backend(Protocol):
@@ -159,6 +164,7 @@ class _Cached:
     criteria: tuple[CriterionResult, ...]  # before the injection policy
     raw_output: str | None
     model_version: str
+    instructed: bool = False  # the judge's data_tried_to_instruct
 
 
 class JudgeService:
@@ -254,9 +260,8 @@ class JudgeService:
         use_cache: bool = True,
     ) -> JudgeResult:
         """Judge one case; ``screening`` is the case's, from ``screen_case``."""
-        return await self.judge_request(
-            rubric, build_request(rubric, transcript), screening, use_cache=use_cache
-        )
+        request = build_request(rubric, transcript, max_block_chars=self._settings.max_block_chars)
+        return await self.judge_request(rubric, request, screening, use_cache=use_cache)
 
     async def judge_request(
         self,
@@ -284,6 +289,7 @@ class JudgeService:
                 cached.raw_output,
                 cached=True,
                 model_version=cached.model_version,
+                instructed=cached.instructed,
             )
 
         try:
@@ -296,19 +302,26 @@ class JudgeService:
 
         self._count_usage(model, reply)
         # Precedence: a blocked answer says nothing; a truncated one is incomplete
-        # even if it happens to parse; only then is the text parsed.
+        # even if it happens to parse; a too large one was not read; only then is
+        # the text parsed.
         if reply.blocked:
             failure: str | None = BLOCKED
         elif reply.truncated:
             failure = TRUNCATED
+        elif reply.too_large:
+            failure = ANSWER_TOO_LARGE
         else:
-            criteria, failure = parse_verdicts(reply.text, request, rubric)
+            parsed = parse_answer(reply.text, request, rubric)
+            criteria, failure = parsed.criteria, parsed.failure
         if failure is not None:
             self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
             return self._failed(rubric, request, failure, reply)
 
         if cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
-            cache.put(request.cache_key, _Cached(criteria, reply.text, _served_by(reply)))
+            cache.put(
+                request.cache_key,
+                _Cached(criteria, reply.text, _served_by(reply), parsed.instructed),
+            )
         return self._verdicts(
             rubric,
             request,
@@ -317,6 +330,7 @@ class JudgeService:
             reply.text,
             reply=reply,
             model_version=_served_by(reply),
+            instructed=parsed.instructed,
         )
 
     async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
@@ -337,6 +351,8 @@ class JudgeService:
             answer = failed(BLOCKED)
         elif reply.truncated:
             answer = failed(TRUNCATED)
+        elif reply.too_large:
+            answer = failed(ANSWER_TOO_LARGE)
         else:
             answer = parse_pairwise(reply.text)
         if answer.reason is not None:
@@ -354,15 +370,21 @@ class JudgeService:
         cached: bool = False,
         reply: BackendReply | None = None,
         model_version: str,
+        instructed: bool = False,
     ) -> JudgeResult:
         assert rubric.judge is not None
         model = rubric.judge.model
+        # The judge's own report is a second line: it counts like a screening hit.
         final, review = apply_injection_policy(
-            criteria, screening, rubric.judge.on_injection_suspected
+            criteria, with_judge_report(screening, instructed), rubric.judge.on_injection_suspected
         )
         for reason in sorted({c.reason or "unknown" for c in final if c.outcome is Outcome.ERROR}):
             self._metrics.judge_errors.labels(judge_model=model, reason=reason).inc()
-        # Suspected and reviewed cases are counted once per case by the pipeline.
+        # Suspected and reviewed cases are counted once per case by the pipeline; a case
+        # only the judge's report flagged is counted here, as the pipeline did not see it.
+        # Calls accounted apart (canaries) never reach the production counters.
+        if instructed and not screening.suspected and self._metrics is self._state:
+            self._state.injection_suspected.labels(rubric=rubric.id).inc()
         return JudgeResult(
             criteria=final,
             judged=True,
@@ -375,6 +397,7 @@ class JudgeService:
             cached=cached,
             nonce=request.nonce,
             model_version=model_version,
+            judge_flagged=instructed,
         )
 
     def _failed(

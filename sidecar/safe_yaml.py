@@ -1,0 +1,108 @@
+"""YAML loading with bounds: rubric files are edited by people and may be hostile.
+
+PyYAML's ``safe_load`` builds shared objects for aliases, so an 894-byte file
+of nested aliases ("billion laughs") loads quickly but expands to billions of
+values the moment anything walks it (validation, hashing, rendering). And its
+composer recurses once per nesting level, so deep nesting raises
+``RecursionError``.
+
+:func:`load` composes the document first and refuses it, before any value is
+built, when
+
+- it nests deeper than ``max_depth`` levels, counted through aliases;
+- fully expanded (every alias replaced by a copy of its anchor) it would have
+  more than ``max_nodes`` nodes;
+- an alias refers to a node that contains it (a cycle).
+
+A few anchors for shared defaults (``<<: *defaults``) stay far below the
+bounds. The walk is linear in the size of the text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+
+class YamlLimitError(ValueError):
+    """The document exceeds a bound; the message says which."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    max_depth = MAX_DEPTH
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        # The composer recurses per nesting level: stop before Python's stack does.
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise YamlLimitError(f"nested deeper than {self.max_depth} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expansion(root: Node, max_depth: int, max_nodes: int) -> None:
+    """Expanded size and depth of the node graph, each node visited once (iteratively)."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[key] > max_nodes:
+                raise YamlLimitError(
+                    f"aliases expand to more than {max_nodes} values (an alias bomb?);"
+                    " write shared parts out or use fewer nested aliases"
+                )
+            if depth[key] > max_depth:
+                raise YamlLimitError(f"aliases nest deeper than {max_depth} levels")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise YamlLimitError("an alias refers to a node that contains it (a cycle)")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in size)
+
+
+def load(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> Any:
+    """Parse one YAML document like ``yaml.safe_load``, within the bounds.
+
+    Raises :class:`YamlLimitError` when a bound is exceeded, ``yaml.YAMLError``
+    when the text is not YAML.
+    """
+    loader = _BoundedLoader(text)
+    loader.max_depth = max_depth
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, max_depth, max_nodes)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
