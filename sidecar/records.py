@@ -238,6 +238,8 @@ class VerdictRecord(_Record):
     checks: Annotated[tuple[CheckRecord, ...], BeforeValidator(_list)] = ()
     criteria: Annotated[tuple[CriterionRecord, ...], BeforeValidator(_list)] = ()
     truncated: bool | None = None
+    # Left out when empty, so unflagged verdicts are written as before.
+    flags: tuple[str, ...] = Field(default=(), exclude_if=lambda flags: not flags)
     sidecar_version: str | None = None
     judge_error: str | None = _left_out_when_none()
     raw_output: str | None = _left_out_when_none()

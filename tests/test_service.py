@@ -307,36 +307,41 @@ async def test_revoke_commits_then_leaves_open_traces_to_the_new_owner() -> None
 
 
 async def test_in_flight_bound_pauses_partitions_and_resumes_at_half() -> None:
-    rig = make_rig(max_inflight_traces=2)
-    for n in (1, 2, 3):
+    rig = make_rig(max_inflight_traces=4)
+    for n in (1, 2, 3, 4, 5):
         rig.topic.append(0, spans(n))
-    rig.sink.fail(3)
+    rig.sink.fail(4)
     async with started(rig):
         await rig.round()
         await rig.round(WAIT)
-        assert rig.service.in_flight == 3
+        # Five traces are due, four may be in flight: the fifth waits in the assembler.
+        assert rig.service.in_flight == 4
+        assert rig.service.assembler.open_traces == 1
         assert not rig.source.paused
 
         await rig.round()
         assert rig.source.paused
-        assert rig.metric("sidecar_judge_queue_depth") == 3
-        rig.topic.append(0, spans(4))
+        assert rig.metric("sidecar_judge_queue_depth") == 4
+        rig.topic.append(0, spans(6))
         await rig.round()
-        assert rig.source.positions == {0: 3, 1: 0}  # trace 4 stays unread
-        assert rig.metric("sidecar_kafka_records_total", result="ok") == 3
+        assert rig.source.positions == {0: 5, 1: 0}  # trace 6 stays unread
+        assert rig.metric("sidecar_kafka_records_total", result="ok") == 5
 
-        rig.sink.fail(2)
-        await rig.round(0.5)  # one of three retries goes through: 2 left, above 2 // 2
-        assert rig.service.in_flight == 2
+        rig.sink.fail(3)
+        # One of four retries goes through; that room goes to trace 5, which is sent at
+        # once: 3 left in flight, above 4 // 2.
+        await rig.round(0.5)
+        assert rig.service.in_flight == 3
+        assert rig.service.assembler.open_traces == 0
         assert rig.source.paused
 
         rig.sink.fail(0)
         await rig.round(1.0)  # the rest go through; the same step resumes and reads
         assert rig.service.in_flight == 0
         assert not rig.source.paused
-        assert rig.metric("sidecar_kafka_records_total", result="ok") == 4
+        assert rig.metric("sidecar_kafka_records_total", result="ok") == 6
         await rig.round(WAIT)
-        assert sorted(rig.sent()) == [trace_id(n) for n in (1, 2, 3, 4)]
+        assert sorted(rig.sent()) == [trace_id(n) for n in (1, 2, 3, 4, 5, 6)]
 
 
 # -- dead letters ------------------------------------------------------------------------
