@@ -51,12 +51,12 @@ from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
-from sidecar.decode import decode
+from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
 from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.model import DecideReason, RecordRef, Trace
+from sidecar.model import DecideReason, RecordRef, Span, Trace
 from sidecar.offsets import OffsetTracker
 from sidecar.pipeline import Case, Fault, judge_cases, plan
 from sidecar.records import parse_label
@@ -70,14 +70,16 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+Decoder = Callable[[bytes, Encoding], list[Span]]
 
 
 class Service:
     """One sidecar replica.
 
     Seams are parameters: judge, spans, metrics, the broker clients (factories
-    called in ``start``; ``labels`` only when review is enabled) and the clock
-    with its ``sleep``. The service is its source's rebalance listener.
+    called in ``start``; ``labels`` only when review is enabled), the clock
+    with its ``sleep``, and the record decoder. The service is its source's
+    rebalance listener.
     """
 
     def __init__(
@@ -93,8 +95,10 @@ class Service:
         labels: Callable[[], LabelSource] | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        decoder: Decoder = decode,
     ) -> None:
         self.settings = settings
+        self.decoder = decoder
         self.rubrics = list(rubrics)
         self.metrics = metrics
         self.spans = spans
@@ -286,7 +290,7 @@ class Service:
         try:
             if record.value is None:
                 raise DecodeError("empty", "record has no value")
-            spans = decode(record.value, self.settings.kafka.encoding)
+            spans = self.decoder(record.value, self.settings.kafka.encoding)
         except DecodeError as exc:
             self._dead_letter(record, exc.reason, str(exc))
             return

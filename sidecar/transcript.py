@@ -190,9 +190,9 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
     """The spans with values nested too deeply left out, and how many values that was.
 
     Decoding bounds structured values already (``Span.unreadable`` counts
-    what it left out); spans built otherwise are bounded here, before any
-    reader recurses. JSON text nested too deeply is counted here and read as
-    missing by ``parse_json``.
+    what it left out); spans built otherwise are bounded here, and so is JSON
+    text in an attribute: a value too deep to read is missing (``None``),
+    before any reader recurses into it.
     """
     readable: list[Span] = []
     unreadable = 0
@@ -212,17 +212,10 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
 
 
 def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
-    cut = 0
-    for value in attributes.values():
-        if _too_deep(value):
-            cut += 1
-    if not cut:
+    deep = [key for key, value in attributes.items() if _too_deep(value)]
+    if not deep:
         return attributes, 0
-    # JSON text stays: parse_json reads it as missing; structures go before they recurse.
-    kept = {
-        k: None if isinstance(v, dict | list) and _too_deep(v) else v for k, v in attributes.items()
-    }
-    return kept, cut
+    return {**attributes, **dict.fromkeys(deep)}, len(deep)
 
 
 _JSON_START = re.compile(r"\s*[\[{]")

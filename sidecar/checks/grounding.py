@@ -394,7 +394,8 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     shown = ", ".join(dict.fromkeys(ungrounded))
     missing = _uncaptured(transcript)
     if missing:
-        return errored(f"{' and '.join(missing)} not captured; cannot ground {shown}")
+        unread = " or unreadable" if Flag.UNREADABLE_VALUES in transcript.flags else ""
+        return errored(f"{' and '.join(missing)} not captured{unread}; cannot ground {shown}")
     return failed(f"ungrounded {shown} (not in tool results, arguments or input)")
 
 
