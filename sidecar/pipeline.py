@@ -137,6 +137,7 @@ def plan(
     cases: list[Case] = []
     for rubric in rubrics:
         stage = "route"
+        checks: tuple[CheckResult, ...] | None = None
         try:
             if not route([rubric], base.resource, base.root_attributes):
                 continue
@@ -155,7 +156,7 @@ def plan(
         # Per-case isolation: the other rubrics of this trace are planned as usual.
         except Exception as exc:  # noqa: BLE001
             fault = _fault(stage, exc, trace.trace_id, on_fault)
-            cases.append(faulted_case(rubric, base, fault))
+            cases.append(faulted_case(rubric, base, fault, checks))
             continue
         cases.append(Case(rubric, transcript, checks, decision, screening))
     return base, cases
@@ -174,12 +175,18 @@ def bare_transcript(trace: Trace) -> Transcript:
     )
 
 
-def faulted_case(rubric: Rubric, transcript: Transcript, fault: Fault) -> Case:
-    """A case whose planning failed: every check ERROR with the fault's reason."""
-    checks = tuple(
-        CheckResult(spec.name, Outcome.ERROR, gate=spec.gate, detail=fault.reason)
-        for spec in rubric.checks
-    )
+def faulted_case(
+    rubric: Rubric,
+    transcript: Transcript,
+    fault: Fault,
+    checks: tuple[CheckResult, ...] | None = None,
+) -> Case:
+    """A case whose planning failed: its checks as far as they ran, else ERROR with the reason."""
+    if checks is None:
+        checks = tuple(
+            CheckResult(spec.name, Outcome.ERROR, gate=spec.gate, detail=fault.reason)
+            for spec in rubric.checks
+        )
     return Case(
         rubric,
         transcript,
