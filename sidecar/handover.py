@@ -17,8 +17,8 @@ own commits until they expire. Entries live ``keep_s`` (``max_trace_age``):
 a trace's records arrive within that of its first.
 
 Kafka bounds offset metadata (``offset.metadata.max.bytes``, 4096 by
-default), so at most ``max_ids`` ids are written per partition (8 bytes of
-each id: collisions are out of reach at that count). When more traces would
+default), so at most ``max_ids`` ids are written per partition (the last 8
+bytes of each id: collisions are out of reach at that count). When more traces would
 need listing, the oldest are listed and the commit point is lowered to the
 first record of the first one left out: the next owner then re-reads those
 traces whole, which is the at-least-once answer anyway. Nothing here does I/O; time
@@ -46,7 +46,8 @@ _ID_BYTES = 8
 
 
 def _key(trace_id: str) -> bytes:
-    return bytes.fromhex(trace_id[: _ID_BYTES * 2].ljust(_ID_BYTES * 2, "0"))
+    # The last bytes: W3C puts a trace id's randomness there; some producers put time first.
+    return bytes.fromhex(trace_id[-_ID_BYTES * 2 :].rjust(_ID_BYTES * 2, "0"))
 
 
 @dataclass(frozen=True, slots=True)
