@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.adapters.metrics import Metrics
-from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
+from sidecar.adapters.otel import verdict_spans
 from sidecar.app import Service
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
@@ -33,12 +33,11 @@ def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     rubrics = load_rubrics(settings.rubrics_dir)
     metrics = Metrics(max_agents=settings.metrics.max_agents)
-    provider = (
-        tracer_provider(otlp_exporter(), service_name=settings.otel.service_name)
-        if settings.otel.enabled
-        else None
+    spans = verdict_spans(
+        enabled=settings.otel.enabled,
+        service_name=settings.otel.service_name,
+        timeout_s=settings.otel.shutdown_timeout_s,
     )
-    spans = VerdictSpans(provider) if provider is not None else VerdictSpans.disabled()
     judge = build_judge(settings.judge, metrics)
     service = Service(settings, rubrics, metrics=metrics, spans=spans, judge=judge)
     logging.getLogger("sidecar").info(
