@@ -16,6 +16,21 @@ Shutdown order (SIGTERM or ``stop`` set):
 4. commit what is committable;
 5. leave the labels group and the spans group, stop the producer, close the
    judge, flush the span exporter, stop the metrics server.
+
+Bounds and isolation:
+
+- at most ``max_inflight_traces`` traces are evaluated at once, however many
+  come due together: the rest wait in the assembler (or, decided early, in a
+  queue) holding their offsets, and the partitions are paused meanwhile;
+- a record that cannot be decoded, for any reason, is dead-lettered with its
+  reason; an exception while evaluating a trace gives that trace an errored
+  verdict (``sidecar.pipeline``); both are counted, and neither stops the
+  partition;
+- while Kafka does not acknowledge records (verdicts, reviews, dead letters),
+  sends are retried with the offsets held, ``/readyz`` says not ready and
+  ``sidecar_delivery_failing`` is 1;
+- each commit carries the ids of traces decided early below it
+  (``sidecar.handover``), so the next owner flags their tails ``partial``.
 """
 
 from __future__ import annotations
@@ -26,8 +41,9 @@ import dataclasses
 import functools
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from sidecar.adapters.broker import LabelSource, Record, Sink, Source
 from sidecar.adapters.http import MetricsServer
@@ -35,13 +51,14 @@ from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
-from sidecar.decode import decode
+from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
+from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.model import DecideReason, RecordRef, Trace
+from sidecar.model import DecideReason, RecordRef, Span, Trace
 from sidecar.offsets import OffsetTracker
-from sidecar.pipeline import Case, judge_cases, plan
+from sidecar.pipeline import Case, Fault, judge_cases, plan
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
@@ -53,14 +70,16 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+Decoder = Callable[[bytes, Encoding], list[Span]]
 
 
 class Service:
     """One sidecar replica.
 
     Seams are parameters: judge, spans, metrics, the broker clients (factories
-    called in ``start``; ``labels`` only when review is enabled) and the clock
-    with its ``sleep``. The service is its source's rebalance listener.
+    called in ``start``; ``labels`` only when review is enabled), the clock
+    with its ``sleep``, and the record decoder. The service is its source's
+    rebalance listener.
     """
 
     def __init__(
@@ -76,8 +95,10 @@ class Service:
         labels: Callable[[], LabelSource] | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        decoder: Decoder = decode,
     ) -> None:
         self.settings = settings
+        self.decoder = decoder
         self.rubrics = list(rubrics)
         self.metrics = metrics
         self.spans = spans
@@ -100,6 +121,7 @@ class Service:
             warmup_traces=s.warmup_traces,
         )
         self.offsets = OffsetTracker()
+        self.handover = Handover(keep_s=a.max_trace_age_s)
         kafka, review = settings.kafka, settings.review
         self._new_source = source or functools.partial(KafkaSource, kafka)
         self._new_sink = sink or functools.partial(KafkaSink, kafka)
@@ -116,6 +138,12 @@ class Service:
             metrics.registry, self._readiness, settings.metrics.host, settings.metrics.port
         )
         self._inflight: set[asyncio.Task[None]] = set()
+        # Traces decided early (evicted, span limit) waiting for room, with their holds.
+        self._waiting: deque[tuple[Trace, int]] = deque()
+        # Dead letters being sent; they hold their record's offset until acknowledged.
+        self._sending: set[asyncio.Task[None]] = set()
+        # Why the last send failed, until one succeeds (readiness, sidecar_delivery_failing).
+        self._delivery_error: str | None = None
         self._emitted: OrderedDict[str, None] = OrderedDict()
         # Assembler stats already exported, so only deltas are added to the counters.
         self._exported = AssemblerStats()
@@ -125,7 +153,7 @@ class Service:
         )
         self.reviews = ReviewTracker(memory=settings.review.memory, window=settings.review.window)
         self._ready = False
-        self._committed: dict[int, int] = {}
+        self._committed: dict[int, tuple[int, str]] = {}
         self._last_commit = 0.0
         record_rubrics(metrics, self.rubrics)
 
@@ -191,9 +219,8 @@ class Service:
         records = await self.source.fetch()
         now = self.clock()
         for record in records:
-            await self._ingest(record, now)
-        for trace in self.assembler.due(now):
-            self._dispatch(trace)
+            self._ingest(record, now)
+        self._dispatch_due(now)
         self._export_stats()
         if now - self._last_commit >= self.settings.kafka.commit_interval_s:
             await self._commit()
@@ -202,12 +229,13 @@ class Service:
     async def drain(self) -> None:
         """Shutdown steps 2 to 4 (fetching has stopped): decide, wait bounded, commit."""
         for trace in self.assembler.drain(DecideReason.SHUTDOWN, require_root=True):
-            self._dispatch(trace)
+            self._decided(trace)
         pending = await self._wait_in_flight()
         for task in pending:
             task.cancel()
-        if pending:
-            log.warning("shutdown: %d traces still in flight were not committed", len(pending))
+        left = len(pending) + len(self._waiting)
+        if left:
+            log.warning("shutdown: %d traces still in flight were not committed", left)
         self._export_stats()
         await self._commit()
 
@@ -224,22 +252,33 @@ class Service:
         await self.server.stop()
 
     async def _wait_in_flight(self) -> set[asyncio.Task[None]]:
-        """Wait until nothing is in flight, at most ``shutdown_timeout_s`` on ``sleep``."""
-        pending = {t for t in self._inflight if not t.done()}
+        """Wait until nothing is in flight or waiting, at most ``shutdown_timeout_s`` on ``sleep``.
+
+        Waiting traces start as room frees; those still waiting at the end keep
+        their offsets held, like the cancelled ones.
+        """
+        self._start_waiting()
+        pending = self._unfinished()
         if not pending:
             return pending
         timer = asyncio.ensure_future(self.sleep(self.settings.shutdown_timeout_s))
         try:
             while pending and not timer.done():
                 await asyncio.wait({*pending, timer}, return_when=asyncio.FIRST_COMPLETED)
-                pending = {t for t in self._inflight if not t.done()}
+                self._start_waiting()
+                pending = self._unfinished()
         finally:
             timer.cancel()
         return pending
 
+    def _unfinished(self) -> set[asyncio.Task[None]]:
+        return {t for t in (*self._inflight, *self._sending) if not t.done()}
+
     def _readiness(self) -> tuple[bool, str]:
         if not self._ready or self._source is None:
             return False, "not ready: connecting to Kafka"
+        if self._delivery_error is not None:
+            return False, f"not ready: Kafka does not acknowledge records ({self._delivery_error})"
         return (
             True,
             f"ready: {len(self.rubrics)} rubrics, partitions {sorted(self.source.assigned())}",
@@ -247,32 +286,84 @@ class Service:
 
     # -- records -----------------------------------------------------------------------
 
-    async def _ingest(self, record: Record, now: float) -> None:
+    def _ingest(self, record: Record, now: float) -> None:
         try:
             if record.value is None:
                 raise DecodeError("empty", "record has no value")
-            spans = decode(record.value, self.settings.kafka.encoding)
+            spans = self.decoder(record.value, self.settings.kafka.encoding)
         except DecodeError as exc:
-            await self.sink.send_dead_letter(record, exc.reason, str(exc))
-            self.metrics.kafka_records.labels(result="dead_letter").inc()
-            self.metrics.dead_letters.labels(reason=exc.reason).inc()
-            self.offsets.consumed(record.partition, record.offset)
+            self._dead_letter(record, exc.reason, str(exc))
+            return
+        # Per-record isolation: decode raises only DecodeError; should a bug make it raise
+        # anything else, that one record is dead-lettered, not the service stopped.
+        except Exception as exc:
+            log.exception("decoding record %d:%d failed", record.partition, record.offset)
+            self.metrics.internal_errors.labels(stage="decode").inc()
+            self._dead_letter(record, "internal_error", f"{type(exc).__name__} while decoding")
             return
         self.metrics.kafka_records.labels(result="ok").inc()
         for trace in self.assembler.add(spans, now, RecordRef(record.partition, record.offset)):
-            self._dispatch(trace)
+            self._decided(trace)
         self.offsets.consumed(record.partition, record.offset)
 
-    def _dispatch(self, trace: Trace) -> None:
+    def _dead_letter(self, record: Record, reason: str, detail: str) -> None:
+        """Send ``record`` to the dead-letter topic; its offset is held until acknowledged."""
+        self.metrics.kafka_records.labels(result="dead_letter").inc()
+        self.metrics.dead_letters.labels(reason=reason).inc()
+        self.offsets.consumed(record.partition, record.offset)
+        token = self.offsets.hold({record.partition: record.offset})
+        send = functools.partial(self.sink.send_dead_letter, record, reason, detail)
+        self._spawn(self._sending, self._held(token, self._deliver(send)))
+
+    async def _held(self, token: int, work: Awaitable[None]) -> None:
+        await work
+        self.offsets.release(token)
+
+    def _spawn(
+        self, tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]
+    ) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return task
+
+    def _decided(self, trace: Trace) -> None:
+        """``trace`` left the assembler: hold its offsets; evaluate it now, or once there is room."""
         self.metrics.traces_decided.labels(reason=trace.reason.value).inc()
+        self.handover.decided(trace, self.clock())
         token = self.offsets.hold(trace.first_offsets)
-        task = asyncio.create_task(self._finish(trace, token))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+        if self._room() > 0 and not self._waiting:
+            self._start(trace, token)
+        else:
+            self._waiting.append((trace, token))
+
+    def _room(self) -> int:
+        return max(0, self.settings.max_inflight_traces - len(self._inflight))
+
+    def _start_waiting(self) -> None:
+        while self._waiting and self._room() > 0:
+            self._start(*self._waiting.popleft())
+
+    def _dispatch_due(self, now: float) -> None:
+        """Start what waits, then take due traces from the assembler while there is room."""
+        self._start_waiting()
+        room = self._room()
+        if room > 0 and not self._waiting:
+            for trace in self.assembler.due(now, limit=room):
+                self._decided(trace)
+
+    def _start(self, trace: Trace, token: int) -> None:
+        if self.handover.partial(trace):
+            trace = dataclasses.replace(trace, partial=True)
+        self._spawn(self._inflight, self._finish(trace, token))
 
     async def _finish(self, trace: Trace, token: int) -> None:
         try:
-            _, cases = plan(trace, self.rubrics, self.sampler, self.clock())
+            transcript, cases = plan(
+                trace, self.rubrics, self.sampler, self.clock(), on_fault=self._fault
+            )
+            for flag in transcript.flags:
+                self.metrics.flagged_traces.labels(flag=flag.value).inc()
             for case in cases:
                 record_sampling(
                     self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
@@ -281,17 +372,21 @@ class Service:
                     self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
                 if case.sample.judge:
                     self._self_preference(case)
-            verdicts = await judge_cases(cases, self.judge)
+            verdicts = await judge_cases(cases, self.judge, on_fault=self._fault)
             for case, verdict in zip(cases, verdicts, strict=True):
                 await self._emit(verdict)
                 await self._route_review(case, verdict)
         except asyncio.CancelledError:
             raise
         except Exception:
-            # One bad trace must not stop the service; the bug is logged and counted.
-            log.exception("evaluating trace %s failed; its verdict is lost", trace.trace_id)
+            # The last resort: the pipeline isolates faults per case, so this is a bug in
+            # emitting; the trace's offsets are released all the same.
+            log.exception("emitting the verdicts of trace %s failed", trace.trace_id)
             self.metrics.internal_errors.labels(stage="evaluate").inc()
         self.offsets.release(token)
+
+    def _fault(self, fault: Fault) -> None:
+        self.metrics.internal_errors.labels(stage=fault.stage).inc()
 
     def _self_preference(self, case: Case) -> None:
         judge_model = case.rubric.judge_model
@@ -313,29 +408,40 @@ class Service:
                 return
 
     async def _emit(self, verdict: Verdict) -> None:
-        self.spans.emit(verdict)
+        try:
+            self.spans.emit(verdict)
+        # The span is one of three outputs; the metrics and the record still go out.
+        except Exception:
+            log.exception("verdict span of trace %s could not be recorded", verdict.trace_id)
+            self.metrics.internal_errors.labels(stage="span").inc()
         record_verdict(self.metrics, verdict)
         if verdict.id in self._emitted:
             self.metrics.duplicate_verdicts.inc()
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        await self._deliver(self.sink.send_verdict, verdict.trace_id, verdict.to_json().encode())
+        payload = verdict.to_json().encode()
+        await self._deliver(functools.partial(self.sink.send_verdict, verdict.trace_id, payload))
 
-    async def _deliver(
-        self, send: Callable[[str, bytes], Awaitable[None]], key: str, payload: bytes
-    ) -> None:
+    async def _deliver(self, send: Callable[[], Awaitable[None]]) -> None:
         """Send until Kafka acknowledges: the trace keeps its offsets held meanwhile."""
         delay = 0.5
         while True:
             try:
-                await send(key, payload)
-                return
+                await send()
             except DeliveryError as exc:
                 self.metrics.internal_errors.labels(stage="emit").inc()
-                log.warning("producing a verdict failed (%s); retrying in %.1fs", exc, delay)
+                self._delivery_error = str(exc)[:200]
+                self.metrics.delivery_failing.set(1)
+                log.warning("producing a record failed (%s); retrying in %.1fs", exc, delay)
                 await self.sleep(delay)
                 delay = min(delay * 2, 30.0)
+                continue
+            if self._delivery_error is not None:
+                log.info("Kafka acknowledges records again")
+                self._delivery_error = None
+                self.metrics.delivery_failing.set(0)
+            return
 
     # -- human review --------------------------------------------------------------------
 
@@ -349,7 +455,7 @@ class Service:
         self.reviews.remember(verdict)
         payload = review_record(verdict, case.transcript, reasons)
         await self._deliver(
-            functools.partial(self.sink.send_review, review.topic), verdict.trace_id, payload
+            functools.partial(self.sink.send_review, review.topic, verdict.trace_id, payload)
         )
         for reason in reasons:
             self.metrics.review_cases.labels(rubric=verdict.rubric_id, reason=reason).inc()
@@ -392,9 +498,16 @@ class Service:
     # -- offsets, rebalance, back-pressure ---------------------------------------------
 
     async def _commit(self) -> None:
-        offsets = self.offsets.committable(self.assembler.held_offsets())
-        changed = {p: o for p, o in offsets.items() if self._committed.get(p) != o}
-        if changed and await self.source.commit(changed):
+        now = self.clock()
+        wanted: dict[int, tuple[int, str]] = {}
+        for partition, offset in self.offsets.committable(self.assembler.held_offsets()).items():
+            wanted[partition] = self.handover.metadata(partition, offset, now)
+        changed = {p: c for p, c in wanted.items() if self._committed.get(p) != c}
+        if not changed:
+            return
+        offsets = {p: offset for p, (offset, _) in changed.items()}
+        metadata = {p: meta for p, (_, meta) in changed.items()}
+        if await self.source.commit(offsets, metadata):
             self._committed.update(changed)
 
     async def on_revoked(self, partitions: set[int]) -> None:
@@ -402,6 +515,7 @@ class Service:
         await self._commit()
         dropped = self.assembler.drop_partitions(partitions)
         self.offsets.drop_partitions(partitions)
+        self.handover.drop_partitions(partitions)
         for partition in partitions:
             self._committed.pop(partition, None)
             with contextlib.suppress(KeyError):
@@ -414,13 +528,26 @@ class Service:
             )
 
     async def on_assigned(self, partitions: set[int]) -> None:
+        """Learn from the commit metadata which traces the previous owner decided early."""
         log.info("partitions assigned: %s", sorted(partitions))
+        if not partitions:
+            return
+        now = self.clock()
+        for partition, metadata in (await self.source.committed_metadata(partitions)).items():
+            if count := self.handover.received(partition, metadata, now):
+                log.info(
+                    "partition %d: %d traces were decided early by its previous owner; "
+                    "their records read here are flagged partial",
+                    partition,
+                    count,
+                )
 
     def _apply_backpressure(self) -> None:
         limit = self.settings.max_inflight_traces
-        if len(self._inflight) >= limit:
+        busy = len(self._inflight) + len(self._waiting) + len(self._sending)
+        if busy >= limit:
             self.source.pause()
-        elif self.source.paused and len(self._inflight) <= limit // 2:
+        elif self.source.paused and busy <= limit // 2:
             self.source.resume()
         self.metrics.judge_queue_depth.set(len(self._inflight))
 

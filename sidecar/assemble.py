@@ -9,7 +9,16 @@ that never completes is decided at ``max_trace_age``. Memory is bounded:
 - ``max_spans_per_trace``: a trace reaching the bound is decided at once
   (``span_limit``, truncated); its later spans count as late;
 - decided trace ids are remembered in a bounded LRU so late spans get a
-  consistent answer (counted, ignored).
+  consistent answer (counted, ignored);
+- a span whose id is already in its trace is a redelivery when it is equal
+  to the first copy (counted, ignored); a *different* span under the same id
+  is kept beside the first (counted), and the transcript flags the trace
+  ``duplicate_span_ids``: silently keeping one would let a forged copy hide
+  the other.
+
+``due(now, limit)`` hands on at most ``limit`` traces, so a caller with a
+bounded number of traces in flight leaves the rest here (still holding their
+offsets) until it has room, however many come due at once.
 
 A span whose parent is not in the trace (a remote parent, e.g. an HTTP
 server span exported elsewhere) is the root when it is a SERVER or INTERNAL
@@ -24,7 +33,7 @@ monotonic); the assembler never reads a clock.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 from sidecar.conventions import ROOT_SPANS, RootSpans
@@ -39,6 +48,8 @@ class AssemblerStats:
     span_limit_hits: int = 0
     orphan_traces: int = 0
     dropped_revoked: int = 0
+    redelivered_spans: int = 0
+    duplicate_span_ids: int = 0
 
 
 @dataclass(slots=True)
@@ -47,11 +58,16 @@ class _Open:
     first_arrival: float
     last_arrival: float
     spans: list[Span] = field(default_factory=list)
-    span_ids: set[str] = field(default_factory=set)
+    # The first span seen under each id.
+    span_ids: dict[str, Span] = field(default_factory=dict)
     first_offsets: dict[int, int] = field(default_factory=dict)
+    # has_root's answer until the next span arrives (due() asks on every round).
+    rooted: bool | None = None
 
     def has_root(self, root_spans: RootSpans) -> bool:
-        return any(_is_root(s, self.span_ids, root_spans) for s in self.spans)
+        if self.rooted is None:
+            self.rooted = any(_is_root(s, self.span_ids, root_spans) for s in self.spans)
+        return self.rooted
 
     def to_trace(self, reason: DecideReason, truncated: bool, root_spans: RootSpans) -> Trace:
         spans = sorted(self.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
@@ -65,7 +81,7 @@ class _Open:
         )
 
 
-def _is_root(span: Span, span_ids: set[str], root_spans: RootSpans) -> bool:
+def _is_root(span: Span, span_ids: Container[str], root_spans: RootSpans) -> bool:
     if span.parent_span_id is None:
         return True
     if span.parent_span_id in span_ids:
@@ -122,10 +138,16 @@ class Assembler:
                     early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
                 entry = _Open(trace_id, first_arrival=now, last_arrival=now)
                 self._open[trace_id] = entry
-            if span.span_id in entry.span_ids:
-                continue  # redelivered span; keep the first copy
+            first = entry.span_ids.get(span.span_id)
+            if first is None:
+                entry.span_ids[span.span_id] = span
+            elif first == span:
+                self.stats.redelivered_spans += 1
+                continue  # the same span delivered again; nothing new
+            else:
+                self.stats.duplicate_span_ids += 1
             entry.spans.append(span)
-            entry.span_ids.add(span.span_id)
+            entry.rooted = None
             entry.last_arrival = now
             self._quiet[trace_id] = None
             self._quiet.move_to_end(trace_id)
@@ -138,18 +160,21 @@ class Assembler:
                 early.append(self._decide(trace_id, DecideReason.SPAN_LIMIT, truncated=True))
         return early
 
-    def due(self, now: float) -> list[Trace]:
-        """Traces whose decision time has come."""
+    def due(self, now: float, limit: int | None = None) -> list[Trace]:
+        """Traces whose decision time has come, at most ``limit`` (oldest first)."""
+        room = len(self._open) if limit is None else limit
         decided: list[Trace] = []
         aged: list[str] = []
         for trace_id, entry in self._open.items():
             # First-arrival order: the first young trace ends the aged prefix.
-            if now - entry.first_arrival < self.max_trace_age:
+            if now - entry.first_arrival < self.max_trace_age or len(aged) >= room:
                 break
             aged.append(trace_id)
         for trace_id in aged:
             decided.append(self._decide(trace_id, DecideReason.MAX_AGE, truncated=False))
         for trace_id in list(self._quiet):
+            if len(decided) >= room:
+                break
             entry = self._open[trace_id]
             if now - entry.last_arrival < self.decision_wait:
                 break

@@ -4,7 +4,18 @@ OTLP/JSON differs from the protobuf JSON mapping in two ways that matter here:
 trace and span ids are hex strings (not base64), and 64-bit integers may be
 JSON numbers or strings. Enum fields may be integers or their names.
 Anything that is not a well-formed ``ExportTraceServiceRequest`` raises
-:class:`DecodeError` with a short reason, so the caller can dead-letter it.
+:class:`DecodeError` with a short reason, so the caller can dead-letter it;
+nothing else escapes :func:`decode`. Reasons (a closed set, metric labels):
+``empty``, ``bad_protobuf``, ``bad_json``, ``bad_id``, ``no_spans``,
+``bad_number`` (a timestamp or integer outside its 64-bit wire type:
+negative, fractional, infinite, NaN, ``1e400``, thousands of digits) and
+``too_large`` (the record could not be held in memory).
+
+Values are read to a bounded depth (:data:`sidecar.bounds.MAX_NESTING`): an
+attribute whose kvlist/array value nests deeper is *unreadable* and kept as
+missing (``None``); the span counts it in ``Span.unreadable``. Protobuf's own
+parser refuses messages nested past about 100 levels (about 45 AnyValue
+levels), which makes the record ``bad_protobuf``.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -19,6 +31,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from sidecar.bounds import INT64_MAX, INT64_MIN, MAX_INT_DIGITS, MAX_NESTING, UINT64_MAX
 from sidecar.errors import DecodeError
 from sidecar.model import AttrValue, Span, SpanEvent, SpanKind, StatusCode
 
@@ -28,16 +41,30 @@ _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 _HEX = frozenset("0123456789abcdef")
 
+# What reading hostile input may raise besides DecodeError: each becomes one.
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, UnicodeError)
+
 
 def decode(payload: bytes, encoding: Encoding = "auto") -> list[Span]:
-    """Decode one record. ``auto`` takes a payload starting with ``{`` as OTLP/JSON."""
+    """Decode one record. ``auto`` takes a payload starting with ``{`` as OTLP/JSON.
+
+    Raises :class:`DecodeError` and nothing else for any payload.
+    """
     if not payload:
         raise DecodeError("empty", "record is empty")
     if encoding == "auto":
         encoding = "otlp_json" if payload.lstrip()[:1] == b"{" else "otlp_proto"
-    if encoding == "otlp_json":
-        return decode_json(payload)
-    return decode_proto(payload)
+    try:
+        if encoding == "otlp_json":
+            return decode_json(payload)
+        return decode_proto(payload)
+    except MemoryError as exc:
+        raise DecodeError("too_large", "record too large to decode in memory") from exc
+    except RecursionError as exc:
+        raise DecodeError(
+            "bad_json" if encoding == "otlp_json" else "bad_protobuf",
+            "record nested too deeply to decode",
+        ) from exc
 
 
 # --- protobuf ---------------------------------------------------------------------------
@@ -51,13 +78,17 @@ def decode_proto(payload: bytes) -> list[Span]:
         raise DecodeError(
             "bad_protobuf", f"not an OTLP protobuf ExportTraceServiceRequest: {exc}"
         ) from exc
-    return spans_from_request(request)
+    try:
+        return spans_from_request(request)
+    except _MALFORMED as exc:
+        raise DecodeError("bad_protobuf", f"malformed OTLP: {type(exc).__name__}: {exc}") from exc
 
 
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
     spans: list[Span] = []
     for resource_spans in request.resource_spans:
-        resource = _pb_attributes(resource_spans.resource.attributes)
+        resource_cut = _Cut()
+        resource = _pb_attributes(resource_spans.resource.attributes, resource_cut)
         for scope_spans in resource_spans.scope_spans:
             scope_name = scope_spans.scope.name
             for s in scope_spans.spans:
@@ -66,6 +97,7 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                 parent = s.parent_span_id.hex() if s.parent_span_id else None
                 if parent is not None and (len(parent) != 16 or parent == _ZERO_SPAN):
                     parent = None
+                cut = _Cut(resource_cut.count)
                 spans.append(
                     Span(
                         trace_id=trace_id,
@@ -75,15 +107,16 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                         kind=_kind(s.kind),
                         start_time_unix_nano=s.start_time_unix_nano,
                         end_time_unix_nano=s.end_time_unix_nano,
-                        attributes=_pb_attributes(s.attributes),
+                        attributes=_pb_attributes(s.attributes, cut),
                         resource=resource,
                         scope_name=scope_name,
                         status_code=_status(s.status.code),
                         status_message=s.status.message,
                         events=tuple(
-                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes))
+                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes, cut))
                             for e in s.events
                         ),
+                        unreadable=cut.count,
                     )
                 )
     if not spans:
@@ -100,11 +133,31 @@ def _pb_id(raw: bytes, size: int, field: str) -> str:
     return value
 
 
-def _pb_attributes(items: Sequence[KeyValue]) -> dict[str, AttrValue]:
-    return {kv.key: _pb_value(kv.value) for kv in items}
+class _Cut:
+    """How many attribute values of one span were too deep to read."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int = 0) -> None:
+        self.count = count
 
 
-def _pb_value(value: AnyValue) -> AttrValue:
+class _TooDeep(Exception):
+    pass
+
+
+def _pb_attributes(items: Sequence[KeyValue], cut: _Cut) -> dict[str, AttrValue]:
+    attributes: dict[str, AttrValue] = {}
+    for kv in items:
+        try:
+            attributes[kv.key] = _pb_value(kv.value, 0)
+        except _TooDeep:
+            attributes[kv.key] = None
+            cut.count += 1
+    return attributes
+
+
+def _pb_value(value: AnyValue, depth: int) -> AttrValue:
     match value.WhichOneof("value"):
         case "string_value":
             return value.string_value
@@ -117,9 +170,13 @@ def _pb_value(value: AnyValue) -> AttrValue:
         case "bytes_value":
             return value.bytes_value
         case "array_value":
-            return [_pb_value(v) for v in value.array_value.values]
+            if depth >= MAX_NESTING:
+                raise _TooDeep
+            return [_pb_value(v, depth + 1) for v in value.array_value.values]
         case "kvlist_value":
-            return _pb_attributes(value.kvlist_value.values)
+            if depth >= MAX_NESTING:
+                raise _TooDeep
+            return {kv.key: _pb_value(kv.value, depth + 1) for kv in value.kvlist_value.values}
         case _:
             return None
 
@@ -133,16 +190,23 @@ def decode_json(payload: bytes | str | Mapping[str, Any]) -> list[Span]:
     else:
         try:
             document = json.loads(payload)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        except (json.JSONDecodeError, UnicodeError, RecursionError) as exc:
+            # RecursionError: the C scanner refuses nesting deeper than the recursion limit.
             raise DecodeError("bad_json", f"not JSON: {type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:
+            # Python's int-string conversion limit (sys.set_int_max_str_digits).
+            raise DecodeError("bad_number", f"number out of range: {exc}") from exc
     if not isinstance(document, dict) or "resourceSpans" not in document:
         raise DecodeError(
             "bad_json", "JSON has no resourceSpans; expected an OTLP/JSON ExportTraceServiceRequest"
         )
     try:
         spans = list(_json_spans(document))
-    # RecursionError: absurdly nested kvlist/array values must not escape as a crash.
-    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+    except DecodeError:
+        raise
+    except (ArithmeticError, RecursionError) as exc:
+        raise DecodeError("bad_number", f"number out of range: {type(exc).__name__}") from exc
+    except _MALFORMED as exc:
         raise DecodeError("bad_json", f"malformed OTLP/JSON: {type(exc).__name__}: {exc}") from exc
     if not spans:
         raise DecodeError("no_spans", "request holds no spans")
@@ -151,7 +215,10 @@ def decode_json(payload: bytes | str | Mapping[str, Any]) -> list[Span]:
 
 def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
     for resource_spans in _list(document.get("resourceSpans")):
-        resource = _json_attributes((resource_spans.get("resource") or {}).get("attributes"))
+        resource_cut = _Cut()
+        resource = _json_attributes(
+            (resource_spans.get("resource") or {}).get("attributes"), resource_cut
+        )
         scopes = resource_spans.get("scopeSpans") or resource_spans.get(
             "instrumentationLibrarySpans"
         )
@@ -160,15 +227,18 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
             scope_name = str(scope.get("name", ""))
             for s in _list(scope_spans.get("spans")):
                 status = s.get("status") or {}
+                cut = _Cut(resource_cut.count)
                 yield Span(
                     trace_id=_json_id(s.get("traceId"), 16, "traceId"),
                     span_id=_json_id(s.get("spanId"), 8, "spanId"),
                     parent_span_id=_json_parent(s.get("parentSpanId")),
                     name=str(s.get("name", "")),
                     kind=_kind(_json_enum(s.get("kind", 0), "SPAN_KIND_")),
-                    start_time_unix_nano=int(s.get("startTimeUnixNano", 0)),
-                    end_time_unix_nano=int(s.get("endTimeUnixNano", 0)),
-                    attributes=_json_attributes(s.get("attributes")),
+                    start_time_unix_nano=_json_uint64(
+                        s.get("startTimeUnixNano", 0), "startTimeUnixNano"
+                    ),
+                    end_time_unix_nano=_json_uint64(s.get("endTimeUnixNano", 0), "endTimeUnixNano"),
+                    attributes=_json_attributes(s.get("attributes"), cut),
                     resource=resource,
                     scope_name=scope_name,
                     status_code=_status(_json_enum(status.get("code", 0), "STATUS_CODE_")),
@@ -176,11 +246,12 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
                     events=tuple(
                         SpanEvent(
                             str(e.get("name", "")),
-                            int(e.get("timeUnixNano", 0)),
-                            _json_attributes(e.get("attributes")),
+                            _json_uint64(e.get("timeUnixNano", 0), "timeUnixNano"),
+                            _json_attributes(e.get("attributes"), cut),
                         )
                         for e in _list(s.get("events"))
                     ),
+                    unreadable=cut.count,
                 )
 
 
@@ -200,13 +271,56 @@ def _json_enum(value: object, prefix: str) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, str):
-        if value.isdigit():
+        if _DECIMAL.fullmatch(value) and len(value) <= MAX_INT_DIGITS:
             return int(value)
         name = value.removeprefix(prefix)
         table = _SPAN_KINDS if prefix == "SPAN_KIND_" else _STATUS_CODES
         if name in table:
             return table[name]
-    raise ValueError(f"unknown enum value {value!r}")
+    raise ValueError(f"unknown enum value {str(value)[:40]!r}")
+
+
+# ASCII digits only: int() would also take other scripts' digits, "_" and spaces.
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
+def _json_integer(value: object, field: str, low: int, high: int) -> int:
+    """A 64-bit integer as OTLP/JSON writes it: a JSON number or a decimal string.
+
+    Syntax errors are ``bad_json`` (ValueError); a well-formed number outside
+    ``[low, high]`` (or not an integer: ``1.5``, ``Infinity``, ``NaN``, ``1e400``)
+    is ``bad_number``.
+    """
+    number: int
+    if isinstance(value, bool):
+        raise TypeError(f"{field} is a boolean")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        if not value.is_integer():  # False for inf and nan too
+            raise DecodeError("bad_number", f"{field} is not an integer: {value!r}")
+        number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if not _DECIMAL.fullmatch(text):
+            raise ValueError(f"{field} is not a number: {value[:40]!r}")
+        if len(text) > MAX_INT_DIGITS:
+            raise DecodeError("bad_number", f"{field} has {len(text)} digits")
+        number = int(text)
+    else:
+        raise TypeError(f"{field} is a {type(value).__name__}")
+    if not low <= number <= high:
+        raise DecodeError("bad_number", f"{field} out of range: {_short(number)}")
+    return number
+
+
+def _json_uint64(value: object, field: str) -> int:
+    return _json_integer(value, field, 0, UINT64_MAX)
+
+
+def _short(number: int) -> str:
+    # str() of a huge int may itself hit the int-string conversion limit.
+    return str(number) if number.bit_length() <= 128 else f"a {number.bit_length()}-bit number"
 
 
 def _json_id(value: object, size: int, field: str) -> str:
@@ -217,10 +331,12 @@ def _json_id(value: object, size: int, field: str) -> str:
         # Some producers emit the protobuf JSON mapping (base64); accept it.
         try:
             raw = base64.b64decode(value, validate=True)
-        except binascii.Error as exc:
-            raise DecodeError("bad_id", f"{field} {value!r} is neither hex nor base64") from exc
+        except (binascii.Error, ValueError) as exc:
+            raise DecodeError(
+                "bad_id", f"{field} {value[:64]!r} is neither hex nor base64"
+            ) from exc
         if len(raw) != size:
-            raise DecodeError("bad_id", f"{field} {value!r} has the wrong length")
+            raise DecodeError("bad_id", f"{field} {value[:64]!r} has the wrong length")
         text = raw.hex()
     # int(text, 16) would also accept "+", "_" and whitespace.
     if not _HEX.issuperset(text):
@@ -240,31 +356,99 @@ def _json_parent(value: object) -> str | None:
     return None if parent == _ZERO_SPAN else parent
 
 
-def _json_attributes(items: object) -> dict[str, AttrValue]:
-    return {str(kv["key"]): _json_value(kv.get("value")) for kv in _list(items)}
+def _json_attributes(items: object, cut: _Cut) -> dict[str, AttrValue]:
+    attributes: dict[str, AttrValue] = {}
+    for kv in _list(items):
+        key = kv["key"]
+        if not isinstance(key, str):
+            raise TypeError(f"attribute key is a {type(key).__name__}")
+        try:
+            attributes[key] = _json_value(kv.get("value"), 0)
+        except _TooDeep:
+            attributes[key] = None
+            cut.count += 1
+    return attributes
 
 
-def _json_value(value: object) -> AttrValue:
+def _json_value(value: object, depth: int) -> AttrValue:
     if not isinstance(value, dict) or not value:
         return None
     key, inner = next(iter(value.items()))
     match key:
         case "stringValue":
-            return str(inner)
+            return inner if isinstance(inner, str) else _scalar_text(inner)
         case "boolValue":
-            return bool(inner)
+            return _json_bool(inner)
         case "intValue":
-            return int(inner)
+            return _json_integer(inner, "intValue", INT64_MIN, INT64_MAX)
         case "doubleValue":
-            return float(inner)
+            return _json_double(inner)
         case "bytesValue":
             return base64.b64decode(str(inner))
         case "arrayValue":
-            return [_json_value(v) for v in _list((inner or {}).get("values"))]
+            if depth >= MAX_NESTING:
+                raise _TooDeep
+            return [_json_value(v, depth + 1) for v in _list(_values(inner))]
         case "kvlistValue":
-            return _json_attributes((inner or {}).get("values"))
+            if depth >= MAX_NESTING:
+                raise _TooDeep
+            return {
+                _key(kv["key"]): _json_value(kv.get("value"), depth + 1)
+                for kv in _list(_values(inner))
+            }
         case _:
             return None
+
+
+def _values(inner: object) -> object:
+    if inner is None:
+        return None
+    if not isinstance(inner, dict):
+        raise TypeError(f"expected an object, got {type(inner).__name__}")
+    return inner.get("values")
+
+
+def _key(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"attribute key is a {type(value).__name__}")
+    return value
+
+
+def _scalar_text(value: object) -> str:
+    if isinstance(value, bool | float) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return _short(value) if value.bit_length() > 128 else str(value)
+    raise TypeError(f"stringValue is a {type(value).__name__}")
+
+
+def _json_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"boolValue is not a boolean: {str(value)[:40]!r}")
+
+
+# The protobuf JSON mapping writes non-finite doubles as these strings.
+_SPECIAL_DOUBLES = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _json_double(value: object) -> float:
+    if isinstance(value, bool):
+        raise TypeError("doubleValue is a boolean")
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        # float() of a huge int raises OverflowError: a bad number, not a crash.
+        return float(value)
+    if isinstance(value, str):
+        if value in _SPECIAL_DOUBLES:
+            return _SPECIAL_DOUBLES[value]
+        return float(value)
+    raise TypeError(f"doubleValue is a {type(value).__name__}")
 
 
 _KIND_OF = {k.value: k for k in SpanKind}

@@ -61,6 +61,8 @@ class Span:
     status_code: StatusCode = StatusCode.UNSET
     status_message: str = ""
     events: tuple[SpanEvent, ...] = ()
+    # Attribute values left out (kept as None) because they nest too deeply to read.
+    unreadable: int = 0
 
     @property
     def duration_ms(self) -> float:
@@ -86,9 +88,28 @@ class DecideReason(enum.StrEnum):
     FLUSH = "flush"  # end of input in replay
 
 
+class Flag(enum.StrEnum):
+    """Why a trace's evidence is incomplete or suspect.
+
+    Carried by the transcript and the verdict (``flags``); the label of
+    ``sidecar_flagged_traces_total``. What a flag makes undecidable is ERROR.
+    """
+
+    INCOMPLETE = "incomplete"  # the root span never arrived
+    PARTIAL = "partial"  # earlier records of the trace lie below the committed offset
+    DUPLICATE_SPAN_IDS = "duplicate_span_ids"  # two different spans share one span id
+    IMPOSSIBLE_TIMING = "impossible_timing"  # a span ends before it starts
+    UNREADABLE_VALUES = "unreadable_values"  # values nested too deeply to read
+
+
 @dataclass(frozen=True, slots=True)
 class Trace:
-    """An assembled trace, ready to become a transcript."""
+    """An assembled trace, ready to become a transcript.
+
+    ``partial``: some of its records were read, and decided, by an earlier
+    owner of the partition (they lie below the committed offset), so this is
+    only the rest of it.
+    """
 
     trace_id: str
     spans: tuple[Span, ...]
@@ -97,6 +118,7 @@ class Trace:
     has_root: bool = True
     # Lowest contributing offset per partition; the commit rule needs it.
     first_offsets: Mapping[int, int] = field(default_factory=dict)
+    partial: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +145,10 @@ class ErrorSpan:
 class Transcript:
     """What the agent was asked, what it did and what it answered.
 
-    Missing content (content capture off, convention not recognised) is
+    Missing content (content capture off, convention not recognised, a value
+    too deep to read, the answer of a trace whose root never came) is
     ``None``; checks and the judge report *insufficient evidence* for it.
+    ``flags`` say why the evidence is incomplete or suspect.
     """
 
     trace_id: str
@@ -144,6 +168,9 @@ class Transcript:
     root_attributes: Attributes = field(default_factory=dict)
     reference: str | None = None
     truncated: bool = False
+    flags: tuple[Flag, ...] = ()
+    # Why latency_ms is None when the root span was seen (e.g. it ends before it starts).
+    latency_error: str | None = None
 
 
 class Outcome(enum.StrEnum):

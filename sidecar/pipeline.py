@@ -18,6 +18,16 @@ Policy for a judge that cannot be reached is the judge's own
 waits here until the judge recovers. Meanwhile the case stays in flight, so
 the service's in-flight bound pauses the Kafka partitions: back-pressure, not
 loss.
+
+Isolation: an exception while evaluating one trace (a bug, or input nothing
+anticipated) affects only that trace, and only the cases it reaches. The case
+still gets a verdict: what could not be decided is ERROR with reason
+``internal_error: <ExceptionType>`` (never the exception's message, which may
+quote content), so the verdict is ``errored`` unless a gating check failed
+on its own. Each such :class:`Fault` is handed to ``on_fault`` (the service
+counts ``sidecar_internal_errors_total{stage}``) and logged with its
+traceback. Stages: ``transcript`` (every case of the trace), ``route``,
+``checks``, ``screen``, ``sample``, ``judge`` and ``verdict`` (that case).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from dataclasses import dataclass
 from sidecar.checks import run_checks
 from sidecar.errors import JudgeUnavailable
 from sidecar.judge import Judge, JudgeResult, Screening, all_error, screen_case
-from sidecar.model import CheckResult, CriterionResult, Outcome, Trace, Transcript
+from sidecar.model import CheckResult, CriterionResult, Outcome, Span, Trace, Transcript
 from sidecar.rubric import Rubric, route
 from sidecar.sample import SampleDecision, Sampler
 from sidecar.transcript import build_transcript
@@ -44,16 +54,56 @@ Screen = Callable[[Rubric, Transcript], Screening]
 # A rubric without a judge shows the judge nothing, so there is nothing to screen.
 NO_JUDGE = Screening(suspected=False, signals=())
 
+INTERNAL_ERROR = "internal_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """An exception while evaluating a trace: the stage and the exception's type."""
+
+    stage: str
+    error: str
+
+    @property
+    def reason(self) -> str:
+        return f"{INTERNAL_ERROR}: {self.error}"
+
+
+# Told of every fault (the service counts them); the default forgets them.
+OnFault = Callable[[Fault], None]
+
+
+def _ignore(fault: Fault) -> None:
+    pass
+
+
+def _fault(stage: str, exc: Exception, trace_id: str, on_fault: OnFault) -> Fault:
+    fault = Fault(stage, type(exc).__name__)
+    log.error(
+        "evaluating trace %s failed at %s (%s); its verdict says %s",
+        trace_id,
+        stage,
+        fault.error,
+        fault.reason,
+        exc_info=exc,
+    )
+    on_fault(fault)
+    return fault
+
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One (trace, rubric) pair after checks, screening and sampling, before the judge."""
+    """One (trace, rubric) pair after checks, screening and sampling, before the judge.
+
+    ``fault``: planning this case failed; its verdict is concluded from that.
+    """
 
     rubric: Rubric
     transcript: Transcript
     checks: tuple[CheckResult, ...]
     sample: SampleDecision
     screening: Screening
+    fault: Fault | None = None
 
 
 def mark_untrusted(transcript: Transcript, untrusted_tools: Sequence[str]) -> Transcript:
@@ -74,18 +124,102 @@ def plan(
     now: float,
     *,
     screen: Screen = screen_case,
+    on_fault: OnFault = _ignore,
 ) -> tuple[Transcript, list[Case]]:
-    base = build_transcript(trace)
+    """The trace's transcript and one case per rubric that applies; never raises."""
+    try:
+        base = build_transcript(trace)
+        broken: Fault | None = None
+    # Per-trace isolation: whatever the transcript raised stays with this trace.
+    except Exception as exc:  # noqa: BLE001
+        broken = _fault("transcript", exc, trace.trace_id, on_fault)
+        base = bare_transcript(trace)
     cases: list[Case] = []
-    for rubric in route(rubrics, base.resource, base.root_attributes):
-        transcript = mark_untrusted(base, rubric.untrusted_tools)
-        checks = run_checks(rubric, transcript)
-        screening = screen(rubric, transcript) if rubric.judge is not None else NO_JUDGE
-        decision = sampler.decide(
-            rubric, transcript, checks, now, injection_suspected=screening.suspected
-        )
+    for rubric in rubrics:
+        stage = "route"
+        checks: tuple[CheckResult, ...] | None = None
+        try:
+            if not route([rubric], base.resource, base.root_attributes):
+                continue
+            if broken is not None:
+                cases.append(faulted_case(rubric, base, broken))
+                continue
+            transcript = mark_untrusted(base, rubric.untrusted_tools)
+            stage = "checks"
+            checks = run_checks(rubric, transcript)
+            stage = "screen"
+            screening = screen(rubric, transcript) if rubric.judge is not None else NO_JUDGE
+            stage = "sample"
+            decision = sampler.decide(
+                rubric, transcript, checks, now, injection_suspected=screening.suspected
+            )
+        # Per-case isolation: the other rubrics of this trace are planned as usual.
+        except Exception as exc:  # noqa: BLE001
+            fault = _fault(stage, exc, trace.trace_id, on_fault)
+            cases.append(faulted_case(rubric, base, fault, checks))
+            continue
         cases.append(Case(rubric, transcript, checks, decision, screening))
     return base, cases
+
+
+def bare_transcript(trace: Trace) -> Transcript:
+    """What is known of a trace without reading it: ids, and the root's resource and attributes."""
+    roots = [s for s in trace.spans if s.parent_span_id is None]
+    root: Span | None = roots[0] if roots else (trace.spans[0] if trace.spans else None)
+    return Transcript(
+        trace_id=trace.trace_id,
+        root_span_id=root.span_id if root is not None else None,
+        resource=root.resource if root is not None else {},
+        root_attributes=root.attributes if root is not None else {},
+        truncated=trace.truncated or trace.partial,
+    )
+
+
+def faulted_case(
+    rubric: Rubric,
+    transcript: Transcript,
+    fault: Fault,
+    checks: tuple[CheckResult, ...] | None = None,
+) -> Case:
+    """A case whose planning failed: its checks as far as they ran, else ERROR with the reason."""
+    if checks is None:
+        checks = tuple(
+            CheckResult(spec.name, Outcome.ERROR, gate=spec.gate, detail=fault.reason)
+            for spec in rubric.checks
+        )
+    return Case(
+        rubric,
+        transcript,
+        checks,
+        SampleDecision(False, INTERNAL_ERROR),
+        NO_JUDGE,
+        fault=fault,
+    )
+
+
+def _faulted_verdict(case: Case, fault: Fault) -> Verdict:
+    """The verdict of a case an exception interrupted: ``errored`` unless a gating check failed."""
+    rubric = case.rubric
+    checks = case.checks
+    criteria = all_error(rubric, fault.reason)
+    if not any(c.gate for c in checks) and not any(c.gate for c in criteria):
+        # Advisory checks only: one gating ERROR says the case could not be decided.
+        checks = (
+            *checks,
+            CheckResult(INTERNAL_ERROR, Outcome.ERROR, gate=True, detail=fault.reason),
+        )
+    return make_verdict(
+        case.transcript,
+        rubric_id=rubric.id,
+        rubric_version=rubric.version,
+        judge_model=rubric.judge_model,
+        checks=checks,
+        criteria=criteria,
+        judged=False,
+        sample_reason=case.sample.reason,
+        injection_suspected=case.screening.suspected,
+        judge_error=fault.reason,
+    )
 
 
 def skipped_criteria(rubric: Rubric, reason: str) -> tuple[CriterionResult, ...]:
@@ -130,14 +264,32 @@ def conclude(case: Case, result: JudgeResult | None) -> Verdict:
     )
 
 
-async def judge_case(case: Case, judge: Judge | None, *, use_cache: bool = True) -> Verdict:
+async def judge_case(
+    case: Case, judge: Judge | None, *, on_fault: OnFault = _ignore, use_cache: bool = True
+) -> Verdict:
+    """The case's verdict; an exception (not a cancellation) becomes an errored verdict."""
+    trace_id = case.transcript.trace_id
+    if case.fault is not None:
+        return _faulted_verdict(case, case.fault)
+    try:
+        result = await _judged(case, judge, use_cache=use_cache)
+    # Per-case isolation: a judge bug ends this case as ERROR, not the service.
+    except Exception as exc:  # noqa: BLE001
+        return _faulted_verdict(case, _fault("judge", exc, trace_id, on_fault))
+    try:
+        return conclude(case, result)
+    except Exception as exc:  # noqa: BLE001
+        return _faulted_verdict(case, _fault("verdict", exc, trace_id, on_fault))
+
+
+async def _judged(case: Case, judge: Judge | None, *, use_cache: bool) -> JudgeResult | None:
     if not case.sample.judge or judge is None:
-        return conclude(case, None)
+        return None
     if case.transcript.answer is None:
-        return conclude(case, not_captured(case))
+        return not_captured(case)
     while True:
         try:
-            result = await judge.judge(
+            return await judge.judge(
                 case.rubric, case.transcript, case.screening, use_cache=use_cache
             )
         except JudgeUnavailable as exc:
@@ -145,10 +297,10 @@ async def judge_case(case: Case, judge: Judge | None, *, use_cache: bool = True)
                 "judge unavailable (%s); case %s waits", exc.reason, case.transcript.trace_id
             )
             await judge.wait_available()
-            continue
-        return conclude(case, result)
 
 
-async def judge_cases(cases: Sequence[Case], judge: Judge | None) -> list[Verdict]:
+async def judge_cases(
+    cases: Sequence[Case], judge: Judge | None, *, on_fault: OnFault = _ignore
+) -> list[Verdict]:
     """The verdicts of one trace's cases, in order; the judge sees one case at a time."""
-    return [await judge_case(case, judge) for case in cases]
+    return [await judge_case(case, judge, on_fault=on_fault) for case in cases]

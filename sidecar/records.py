@@ -241,6 +241,8 @@ class VerdictRecord(_Record):
     checks: Annotated[tuple[CheckRecord, ...], BeforeValidator(_list)] = ()
     criteria: Annotated[tuple[CriterionRecord, ...], BeforeValidator(_list)] = ()
     truncated: bool | None = None
+    # Left out when empty, so unflagged verdicts are written as before.
+    flags: tuple[str, ...] = Field(default=(), exclude_if=lambda flags: not flags)
     sidecar_version: str | None = None
     rubric_hash: Annotated[str | None, BeforeValidator(_echo)] = _left_out_when_none()
     judge_model_version: Annotated[str | None, BeforeValidator(_echo)] = _left_out_when_none()

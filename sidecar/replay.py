@@ -10,13 +10,21 @@ Accepted inputs, detected per file:
 
 Every trace in the input is decided at end of input (reason ``flush``) unless
 it completed earlier; an undecodable line or message is reported and skipped,
-never fatal.
+never fatal. The traces are then evaluated ``concurrency`` at a time
+(``judge.concurrency``; the judge keeps its own limits on top) and each
+trace's verdicts are handed on as soon as they are decided
+(:func:`stream_verdicts`), so a long replay prints as it goes. An exception
+while evaluating one trace gives that trace errored verdicts (see
+``sidecar.pipeline``) and is counted; the replay goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,10 +33,12 @@ from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
 from sidecar.judge import Judge
 from sidecar.model import DecideReason, Span, Trace
-from sidecar.pipeline import judge_cases, plan
+from sidecar.pipeline import Fault, judge_cases, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -42,6 +52,12 @@ class ReplaySummary:
     verdicts: int = 0
     judged: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Faults while evaluating, by stage (each gave its trace errored verdicts).
+    internal_errors: dict[str, int] = field(default_factory=dict)
+    flags: dict[str, int] = field(default_factory=dict)
+
+    def fault(self, fault: Fault) -> None:
+        self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
 
 
 def _length_prefixed(data: bytes) -> list[bytes] | None:
@@ -60,10 +76,14 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
     return parts or None
 
 
+# What json.loads may raise on hostile text: syntax, encoding, nesting, huge ints.
+_NOT_JSON = (ValueError, RecursionError)
+
+
 def _json_document(data: bytes) -> bool:
     try:
         return isinstance(json.loads(data), dict)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except _NOT_JSON:
         return False
 
 
@@ -75,7 +95,7 @@ def _json_lines(data: bytes) -> bool:
         try:
             if isinstance(json.loads(line), dict):
                 return True
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except _NOT_JSON:
             continue
     return False
 
@@ -130,6 +150,65 @@ def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]
     return traces
 
 
+async def stream_verdicts(
+    traces: Sequence[Trace],
+    rubrics: Sequence[Rubric],
+    sampler: Sampler,
+    *,
+    judge: Judge | None,
+    summary: ReplaySummary,
+    now: float = 0.0,
+    concurrency: int = 1,
+) -> AsyncIterator[tuple[int, list[Verdict]]]:
+    """Each trace's verdicts (with the trace's index), as soon as they are decided.
+
+    At most ``concurrency`` traces are evaluated at once, so at most that many
+    judge requests are waiting; the order is the order they finish in.
+    """
+    done: asyncio.Queue[tuple[int, list[Verdict]]] = asyncio.Queue()
+    slots = asyncio.Semaphore(max(1, concurrency))
+
+    async def evaluate(index: int, trace: Trace) -> None:
+        verdicts: list[Verdict] = []
+        try:
+            transcript, cases = plan(trace, rubrics, sampler, now, on_fault=summary.fault)
+            for flag in transcript.flags:
+                summary.flags[flag.value] = summary.flags.get(flag.value, 0) + 1
+            if not cases:
+                summary.unrouted_traces += 1
+            verdicts = await judge_cases(cases, judge, on_fault=summary.fault)
+        # The pipeline isolates faults per case; this is the last resort, and the replay goes on.
+        except Exception as exc:
+            log.exception("evaluating trace %s failed; it has no verdict", trace.trace_id)
+            summary.fault(Fault("evaluate", type(exc).__name__))
+        finally:
+            slots.release()
+        await done.put((index, verdicts))
+
+    async def feed() -> None:
+        # One task per trace, created as slots free up, so a long replay holds few tasks.
+        async with asyncio.TaskGroup() as tasks:
+            for index, trace in enumerate(traces):
+                await slots.acquire()
+                tasks.create_task(evaluate(index, trace))
+
+    feeder = asyncio.create_task(feed())
+    try:
+        for _ in range(len(traces)):
+            index, verdicts = await done.get()
+            for verdict in verdicts:
+                summary.verdicts += 1
+                summary.judged += int(verdict.judged)
+                key = verdict.outcome.value
+                summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
+            yield index, verdicts
+        await feeder
+    finally:
+        feeder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeder
+
+
 async def evaluate_traces(
     traces: Sequence[Trace],
     rubrics: Sequence[Rubric],
@@ -138,15 +217,18 @@ async def evaluate_traces(
     judge: Judge | None,
     summary: ReplaySummary,
     now: float = 0.0,
+    concurrency: int = 1,
 ) -> list[Verdict]:
-    verdicts: list[Verdict] = []
-    for trace in traces:
-        _, cases = plan(trace, rubrics, sampler, now)
-        if not cases:
-            summary.unrouted_traces += 1
-        verdicts.extend(await judge_cases(cases, judge))
-    for verdict in verdicts:
-        summary.verdicts += 1
-        summary.judged += int(verdict.judged)
-        summary.outcomes[verdict.outcome.value] = summary.outcomes.get(verdict.outcome.value, 0) + 1
-    return verdicts
+    """Every verdict, in the order of ``traces`` (``stream_verdicts`` collected)."""
+    by_trace: dict[int, list[Verdict]] = {}
+    async for index, verdicts in stream_verdicts(
+        traces,
+        rubrics,
+        sampler,
+        judge=judge,
+        summary=summary,
+        now=now,
+        concurrency=concurrency,
+    ):
+        by_trace[index] = verdicts
+    return [v for index in sorted(by_trace) for v in by_trace[index]]

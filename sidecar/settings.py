@@ -82,9 +82,10 @@ class ReviewSettings(_Section):
 
 
 class OtelSettings(_Section):
-    # Verdict spans go over OTLP with the standard OTEL_EXPORTER_OTLP_* variables.
+    # Verdict spans go out as the standard OTEL_* variables say (sidecar.adapters.otel).
     enabled: bool = True
     service_name: str = "sidecar"
+    shutdown_timeout_s: Annotated[float, Field(gt=0)] = 5.0  # bounds flush and shutdown
 
 
 class Settings(BaseSettings):

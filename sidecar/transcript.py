@@ -25,16 +25,36 @@ Precedence, written out once:
 - tokens: only the innermost spans that report usage, so an agent span that
   sums its LLM calls, or a framework span around a client span, is not
   counted twice.
+
+What cannot be read honestly is flagged (``Transcript.flags``) and left
+missing, so the checks and the judge that need it say ERROR:
+
+- ``incomplete``: the root never came. The chosen root has a parent that is
+  not in the trace and is no entry point (not SERVER/CONSUMER, not an agent
+  span, not a declared root span). Latency and the final answer are unknown
+  (``None``): a child span's duration is not the run's latency, and the last
+  model output seen is not necessarily the answer.
+- ``impossible_timing``: a span ends before it starts; when it is the root,
+  latency is unknown (``latency_error`` says why), never 0.
+- ``duplicate_span_ids``: two different spans share an id; both are read.
+  When it is the root's id, latency is unknown.
+- ``partial``: the trace's earlier records were decided by an earlier owner;
+  it counts as truncated.
+- ``unreadable_values``: attribute values nested too deeply to read (from
+  decoding, or JSON text in an attribute) are missing.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from sidecar.bounds import MAX_NESTING, json_too_deep, value_depth
 from sidecar.conventions import (
     ALL_CONVENTIONS,
+    ROOT_SPANS,
     Message,
     MessageMemo,
     Reading,
@@ -51,7 +71,10 @@ from sidecar.model import (
     Attributes,
     AttrValue,
     ErrorSpan,
+    Flag,
     Span,
+    SpanEvent,
+    SpanKind,
     StatusCode,
     ToolCall,
     Trace,
@@ -72,11 +95,18 @@ class _Step:
 
 def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Transcript:
     """Read ``trace`` into a transcript; tools named in ``untrusted_tools`` are flagged."""
+    readable, unreadable = _readable(trace.spans)
     spans = sorted(
-        trace.spans, key=lambda s: (s.start_time_unix_nano, s.end_time_unix_nano, s.span_id)
+        readable, key=lambda s: (s.start_time_unix_nano, s.end_time_unix_nano, s.span_id)
     )
+    truncated = trace.truncated or trace.partial
     if not spans:
-        return Transcript(trace_id=trace.trace_id, root_span_id=None, truncated=trace.truncated)
+        return Transcript(
+            trace_id=trace.trace_id,
+            root_span_id=None,
+            truncated=truncated,
+            flags=(Flag.PARTIAL,) if trace.partial else (),
+        )
     depths = _depths(spans)
     memo = MessageMemo()
     steps = [_Step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
@@ -93,6 +123,20 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
 
     input_tokens, output_tokens = _tokens(steps)
     root_span = root.span
+    incomplete = not _root_arrived(root)
+    duplicates = _duplicate_ids(spans)
+    latency_ms, latency_error = _latency(root_span, incomplete, root_span.span_id in duplicates)
+    flags = _flags(
+        trace,
+        incomplete=incomplete,
+        duplicates=bool(duplicates),
+        impossible_timing=any(_impossible(s) for s in spans),
+        unreadable=unreadable,
+    )
+    answer = _choose(
+        _first(a.reading.output_text for a in agents if a.reading is not None),
+        lambda: _llm_answer(llm_calls),
+    )
     return Transcript(
         trace_id=trace.trace_id,
         root_span_id=root_span.span_id,
@@ -104,14 +148,11 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
             lambda: _llm_user_input(llm_calls),
         ),
         tool_calls=_tool_calls(steps, llm_calls, frozenset(untrusted_tools)),
-        answer=_choose(
-            _first(a.reading.output_text for a in agents if a.reading is not None),
-            lambda: _llm_answer(llm_calls),
-        ),
+        answer=None if incomplete else answer,
         models=_models(steps, llm_calls),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        latency_ms=root_span.duration_ms if root_span.end_time_unix_nano else None,
+        latency_ms=latency_ms,
         error_spans=tuple(
             ErrorSpan(s.span_id, s.name, error_message(s))
             for s in spans
@@ -121,7 +162,9 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         resource=resource,
         root_attributes=root_attributes,
         reference=_first(text_of(root_attributes.get(key)) for key in _REFERENCE_KEYS),
-        truncated=trace.truncated,
+        truncated=truncated,
+        flags=flags,
+        latency_error=latency_error,
     )
 
 
@@ -138,6 +181,110 @@ def error_message(span: Span) -> str:
             if kind or message:
                 return kind or message or ""
     return text_of(span.attributes.get("error.type")) or "error"
+
+
+# --- what can be read ---------------------------------------------------------------------
+
+
+def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
+    """The spans with values nested too deeply left out, and how many values that was.
+
+    Decoding bounds structured values already (``Span.unreadable`` counts
+    what it left out); spans built otherwise are bounded here, and so is JSON
+    text in an attribute: a value too deep to read is missing (``None``),
+    before any reader recurses into it.
+    """
+    readable: list[Span] = []
+    unreadable = 0
+    for span in spans:
+        attributes, cut = _bounded(span.attributes)
+        resource, resource_cut = _bounded(span.resource)
+        events: list[SpanEvent] = []
+        for event in span.events:
+            kept, event_cut = _bounded(event.attributes)
+            cut += event_cut
+            events.append(SpanEvent(event.name, event.time_unix_nano, kept) if event_cut else event)
+        unreadable += span.unreadable + cut + resource_cut
+        if cut or resource_cut:
+            span = replace(span, attributes=attributes, resource=resource, events=tuple(events))
+        readable.append(span)
+    return readable, unreadable
+
+
+def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
+    deep = [key for key, value in attributes.items() if _too_deep(value)]
+    if not deep:
+        return attributes, 0
+    return {**attributes, **dict.fromkeys(deep)}, len(deep)
+
+
+_JSON_START = re.compile(r"\s*[\[{]")
+
+
+def _too_deep(value: AttrValue) -> bool:
+    if isinstance(value, str):
+        return _JSON_START.match(value) is not None and json_too_deep(value)
+    if isinstance(value, dict | list):
+        return value_depth(value) > MAX_NESTING
+    return False
+
+
+def _root_arrived(root: _Step) -> bool:
+    span = root.span
+    if span.parent_span_id is None:
+        return True
+    # A parent outside the trace: fine for an entry point of this process (its caller
+    # exported the parent elsewhere), not for a child whose parent is still to come.
+    return (
+        span.kind in (SpanKind.SERVER, SpanKind.CONSUMER)
+        or _is_agent(root)
+        or ROOT_SPANS.matches(span)
+    )
+
+
+def _impossible(span: Span) -> bool:
+    return 0 < span.end_time_unix_nano < span.start_time_unix_nano
+
+
+def _duplicate_ids(spans: Sequence[Span]) -> set[str]:
+    seen: set[str] = set()
+    duplicates: set[str] = set()
+    for span in spans:
+        if span.span_id in seen:
+            duplicates.add(span.span_id)
+        seen.add(span.span_id)
+    return duplicates
+
+
+def _latency(root: Span, incomplete: bool, duplicated: bool) -> tuple[float | None, str | None]:
+    """The root span's duration, or None and why it is unknown."""
+    if incomplete:
+        return None, "the root span never arrived"
+    if duplicated:
+        return None, "the root span's id is shared by several spans"
+    if not root.end_time_unix_nano:
+        return None, None
+    if _impossible(root):
+        return None, "the root span ends before it starts"
+    return root.duration_ms, None
+
+
+def _flags(
+    trace: Trace,
+    *,
+    incomplete: bool,
+    duplicates: bool,
+    impossible_timing: bool,
+    unreadable: int,
+) -> tuple[Flag, ...]:
+    raised = {
+        Flag.INCOMPLETE: incomplete,
+        Flag.PARTIAL: trace.partial,
+        Flag.DUPLICATE_SPAN_IDS: duplicates,
+        Flag.IMPOSSIBLE_TIMING: impossible_timing,
+        Flag.UNREADABLE_VALUES: unreadable > 0,
+    }
+    return tuple(flag for flag in Flag if raised[flag])
 
 
 # --- structure -------------------------------------------------------------------------

@@ -76,6 +76,8 @@ class Verdict:
     checks: tuple[CheckResult, ...]
     criteria: tuple[CriterionResult, ...]
     truncated: bool = False
+    # Why the evidence is incomplete or suspect (sidecar.model.Flag values); () when not.
+    flags: tuple[str, ...] = ()
     judge_error: str | None = None
     raw_output: str | None = None
     sidecar_version: str = __version__
@@ -125,6 +127,7 @@ def make_verdict(
         checks=tuple(checks),
         criteria=tuple(criteria),
         truncated=transcript.truncated,
+        flags=tuple(flag.value for flag in transcript.flags),
         judge_error=judge_error,
         raw_output=raw_output,
         rubric_hash=rubric_hash,

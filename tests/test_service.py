@@ -9,176 +9,20 @@ same behaviour on a real broker is in ``tests/integration/test_kafka_*.py``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 
-from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Service
-from sidecar.settings import Settings
-from tests.builders import rubric, span_id, trace_id
-
-WAIT = 5.0  # assembler decision_wait_s
-INTERVAL = 0.1  # kafka commit_interval_s, shorter than the first send retry (0.5 s)
-
-RUBRIC = rubric(id="shop", checks=[{"name": "clean", "type": "no_error_spans"}])
-
-
-class ManualClock:
-    """Monotonic seconds that move only on ``advance``; ``sleep`` waits until they have."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-        self.slept: list[float] = []
-        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (self.now + seconds, wake)
-        self._sleepers.append(entry)
-        try:
-            await wake
-        finally:
-            self._sleepers.remove(entry)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        for deadline, wake in self._sleepers:
-            if deadline <= self.now and not wake.done():
-                wake.set_result(None)
-
-    @property
-    def sleepers(self) -> int:
-        return len(self._sleepers)
-
-    async def until_sleepers(self, count: int) -> None:
-        for _ in range(1000):
-            if self.sleepers >= count:
-                return
-            await asyncio.sleep(0)
-        raise AssertionError(f"{self.sleepers} sleepers, expected {count}")
-
-
-class JournalSpans(VerdictSpans):
-    """Verdict spans exported nowhere; the flush is written to the journal."""
-
-    def __init__(self, journal: list[str]) -> None:
-        super().__init__(TracerProvider())
-        self._journal = journal
-
-    def flush(self, timeout_ms: int = 10_000) -> bool:
-        self._journal.append("spans.flush")
-        return super().flush(timeout_ms)
-
-
-async def quiesce() -> None:
-    """Let every runnable task run until it waits (on the manual clock) or ends."""
-    for _ in range(50):
-        await asyncio.sleep(0)
-
-
-def spans(n: int, *, root: bool = True) -> bytes:
-    """One OTLP/JSON record of trace ``n``: its root span, or a child of it."""
-    span: dict[str, Any] = {
-        "traceId": trace_id(n),
-        "spanId": span_id(1 if root else 2),
-        "name": "invoke_agent shop" if root else "execute_tool lookup",
-        "kind": 1,
-        "startTimeUnixNano": "1000",
-        "endTimeUnixNano": "2000",
-    }
-    if not root:
-        span["parentSpanId"] = span_id(1)
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "shop"}}]}
-    request = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}
-    return json.dumps(request).encode()
-
-
-@dataclass
-class Rig:
-    service: Service
-    topic: MemoryTopic
-    source: MemorySource
-    sink: MemorySink
-    labels: MemoryLabels
-    clock: ManualClock
-    journal: list[str] = field(default_factory=list)
-
-    async def round(self, advance: float = 0.0) -> None:
-        """Move the clock, let woken tasks run, then one loop step and its in-flight traces."""
-        self.clock.advance(advance)
-        await quiesce()
-        await self.service.step()
-        await quiesce()
-
-    def sent(self) -> list[str]:
-        return [trace for trace, _ in self.sink.verdicts]
-
-    def metric(self, name: str, **labels: str) -> float | None:
-        """Sum of the samples of ``name`` whose labels include ``labels``; None if none."""
-        values = [
-            sample.value
-            for family in self.service.metrics.registry.collect()
-            for sample in family.samples
-            if sample.name == name and labels.items() <= sample.labels.items()
-        ]
-        return sum(values) if values else None
-
-
-def make_rig(
-    topic: MemoryTopic | None = None,
-    *,
-    partitions: set[int] | None = None,
-    **settings: Any,
-) -> Rig:
-    topic = topic or MemoryTopic(partitions=2)
-    journal: list[str] = []
-    source = MemorySource(topic, partitions=partitions, journal=journal)
-    sink = MemorySink(journal=journal)
-    labels = MemoryLabels(journal=journal)
-    clock = ManualClock()
-    config = Settings(
-        kafka={"commit_interval_s": INTERVAL},
-        assembler={"decision_wait_s": WAIT},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
-        **settings,
-    )
-    service = Service(
-        config,
-        [RUBRIC],
-        metrics=Metrics(),
-        spans=JournalSpans(journal),
-        source=lambda: source,
-        sink=lambda: sink,
-        labels=lambda: labels,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    return Rig(service, topic, source, sink, labels, clock, journal)
-
-
-@contextlib.asynccontextmanager
-async def started(rig: Rig) -> AsyncIterator[Rig]:
-    await rig.service.start()
-    try:
-        yield rig
-    finally:
-        await rig.service.close()
-
+from sidecar.adapters.memory import MemoryTopic
+from tests.builders import trace_id
+from tests.service_rig import (
+    INTERVAL,
+    WAIT,
+    make_rig,
+    run_until_idle_then_stop,
+    spans,
+    started,
+)
 
 # -- the commit rule ---------------------------------------------------------------------
 
@@ -301,36 +145,41 @@ async def test_revoke_commits_then_leaves_open_traces_to_the_new_owner() -> None
 
 
 async def test_in_flight_bound_pauses_partitions_and_resumes_at_half() -> None:
-    rig = make_rig(max_inflight_traces=2)
-    for n in (1, 2, 3):
+    rig = make_rig(max_inflight_traces=4)
+    for n in (1, 2, 3, 4, 5):
         rig.topic.append(0, spans(n))
-    rig.sink.fail(3)
+    rig.sink.fail(4)
     async with started(rig):
         await rig.round()
         await rig.round(WAIT)
-        assert rig.service.in_flight == 3
+        # Five traces are due, four may be in flight: the fifth waits in the assembler.
+        assert rig.service.in_flight == 4
+        assert rig.service.assembler.open_traces == 1
         assert not rig.source.paused
 
         await rig.round()
         assert rig.source.paused
-        assert rig.metric("sidecar_judge_queue_depth") == 3
-        rig.topic.append(0, spans(4))
+        assert rig.metric("sidecar_judge_queue_depth") == 4
+        rig.topic.append(0, spans(6))
         await rig.round()
-        assert rig.source.positions == {0: 3, 1: 0}  # trace 4 stays unread
-        assert rig.metric("sidecar_kafka_records_total", result="ok") == 3
+        assert rig.source.positions == {0: 5, 1: 0}  # trace 6 stays unread
+        assert rig.metric("sidecar_kafka_records_total", result="ok") == 5
 
-        rig.sink.fail(2)
-        await rig.round(0.5)  # one of three retries goes through: 2 left, above 2 // 2
-        assert rig.service.in_flight == 2
+        rig.sink.fail(3)
+        # One of four retries goes through; that room goes to trace 5, which is sent at
+        # once: 3 left in flight, above 4 // 2.
+        await rig.round(0.5)
+        assert rig.service.in_flight == 3
+        assert rig.service.assembler.open_traces == 0
         assert rig.source.paused
 
         rig.sink.fail(0)
         await rig.round(1.0)  # the rest go through; the same step resumes and reads
         assert rig.service.in_flight == 0
         assert not rig.source.paused
-        assert rig.metric("sidecar_kafka_records_total", result="ok") == 4
+        assert rig.metric("sidecar_kafka_records_total", result="ok") == 6
         await rig.round(WAIT)
-        assert sorted(rig.sent()) == [trace_id(n) for n in (1, 2, 3, 4)]
+        assert sorted(rig.sent()) == [trace_id(n) for n in (1, 2, 3, 4, 5, 6)]
 
 
 # -- dead letters ------------------------------------------------------------------------
@@ -357,20 +206,6 @@ async def test_undecodable_records_are_dead_lettered_and_their_offsets_committed
 
 
 # -- shutdown ----------------------------------------------------------------------------
-
-
-async def run_until_idle_then_stop(rig: Rig, *, advance: float | None = None) -> None:
-    """``Service.run`` until a fetch finds nothing; then stop (journal ``stop``)."""
-    stop = asyncio.Event()
-    running = asyncio.create_task(rig.service.run(stop))
-    await rig.source.idle.wait()
-    rig.journal.append("stop")
-    stop.set()
-    if advance is not None:
-        # The stuck trace's send retry and the bounded shutdown wait both sleep.
-        await rig.clock.until_sleepers(2)
-        rig.clock.advance(advance)
-    await running
 
 
 async def test_shutdown_order_stop_fetching_decide_wait_commit_then_close() -> None:

@@ -61,8 +61,17 @@ class Source(Protocol):
         """Records behind the end of each assigned partition, from the next offsets to read."""
         ...
 
-    async def commit(self, offsets: Mapping[int, int]) -> bool:
-        """Commit offsets of assigned partitions; False when nothing was committed."""
+    async def commit(
+        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+    ) -> bool:
+        """Commit offsets (with ``metadata`` per partition) of assigned partitions.
+
+        False when nothing was committed.
+        """
+        ...
+
+    async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:
+        """The metadata committed with each partition's offset ("" or absent when none)."""
         ...
 
     def pause(self) -> None:

@@ -1,20 +1,32 @@
 """The broker protocols on Kafka: the span consumer, the producer, the labels consumer.
 
 The consumer runs with ``enable_auto_commit=False``; offsets are committed by
-the service from :class:`~sidecar.offsets.OffsetTracker`. A rebalance listener
-lets the service commit and drop a partition's buffered traces on revoke.
-aiokafka errors are wrapped: :class:`~sidecar.errors.SourceError` when the
-broker cannot be reached, :class:`~sidecar.errors.DeliveryError` when a send
-was not acknowledged (see :mod:`sidecar.adapters.broker`).
+the service from :class:`~sidecar.offsets.OffsetTracker`, each with metadata
+(:mod:`sidecar.handover`) that the next owner reads on assignment. A
+rebalance listener lets the service commit and drop a partition's buffered
+traces on revoke. aiokafka errors are wrapped:
+:class:`~sidecar.errors.SourceError` when the broker cannot be reached,
+:class:`~sidecar.errors.DeliveryError` when a send was not acknowledged (see
+:mod:`sidecar.adapters.broker`).
+
+The producer is idempotent. A batch the broker refused (record too large,
+topic deleted, not authorised) leaves an idempotent producer's sequence
+numbers behind the broker's, and every later send to that partition fails
+(``OutOfOrderSequenceNumber``) even once the cause is gone. So a producer that
+failed a send is replaced by a new one (new producer id) before the next
+send; the service retries with the offsets held, and recovers by itself once
+the topic is writable again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.structs import OffsetAndMetadata
 
 from sidecar.adapters.broker import RebalanceListener, Record
 from sidecar.errors import DeliveryError, SourceError
@@ -107,11 +119,16 @@ class KafkaSource:
                 lags[tp.partition] = max(0, highwater - next_offsets[tp.partition])
         return lags
 
-    async def commit(self, offsets: Mapping[int, int]) -> bool:
+    async def commit(
+        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+    ) -> bool:
         """Commit; False (logged) when the group is rebalancing and the commit was refused."""
         assigned = self.assigned()
+        notes = metadata or {}
         to_commit = {
-            TopicPartition(self._settings.topic, p): o for p, o in offsets.items() if p in assigned
+            TopicPartition(self._settings.topic, p): OffsetAndMetadata(o, notes.get(p, ""))
+            for p, o in offsets.items()
+            if p in assigned
         }
         if not to_commit:
             return False
@@ -122,6 +139,21 @@ class KafkaSource:
             log.warning("offset commit refused (%s); will retry", exc)
             return False
         return True
+
+    async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:
+        """Metadata of the group's committed offsets; {} (logged) when it cannot be fetched."""
+        tps = [TopicPartition(self._settings.topic, p) for p in partitions]
+        # aiokafka's public committed() returns the offset only; its coordinator has both.
+        coordinator = self._consumer._coordinator
+        try:
+            found = await asyncio.wait_for(
+                coordinator.fetch_committed_offsets(tps),
+                self._settings.session_timeout_ms / 1000,
+            )
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("reading the committed offsets' metadata failed (%s)", exc)
+            return {}
+        return {tp.partition: meta.metadata or "" for tp, meta in found.items()}
 
     def pause(self) -> None:
         if not self._paused:
@@ -139,18 +171,29 @@ class KafkaSource:
 
 
 class KafkaSink:
-    """Producer for verdict records and dead letters; every send is awaited (acks=all)."""
+    """Producer for verdict records and dead letters; every send is awaited (acks=all).
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    A producer that failed a send is replaced before the next one (see the
+    module docstring). ``producer`` builds producers (the default: idempotent
+    aiokafka producers from ``settings``); tests may pass their own.
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        producer: Callable[[], AIOKafkaProducer] | None = None,
+        stop_timeout_s: float = 5.0,
+    ) -> None:
         self._settings = settings
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap_servers,
-            client_id=f"{settings.client_id}-producer",
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            **_security(settings),
-        )
+        self._new_producer = producer or (lambda: _idempotent_producer(settings))
+        self._producer = self._new_producer()
+        self._stop_timeout_s = stop_timeout_s
+        # The producer generation that failed a send, until it is replaced.
+        self._generation = 0
+        self._failed: int | None = None
+        self._renewing = asyncio.Lock()
+        self.renewals = 0
 
     async def start(self) -> None:
         try:
@@ -189,10 +232,45 @@ class KafkaSink:
         key: bytes | None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
+        await self._renew_if_failed()
+        generation, producer = self._generation, self._producer
         try:
-            await self._producer.send_and_wait(topic, value, key=key, headers=headers)
+            await producer.send_and_wait(topic, value, key=key, headers=headers)
         except KafkaError as exc:
-            raise DeliveryError(str(exc)) from exc
+            self._failed = generation
+            raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _renew_if_failed(self) -> None:
+        """Replace a producer that failed a send (once, however many sends saw it fail)."""
+        if self._failed != self._generation:
+            return
+        async with self._renewing:
+            if self._failed != self._generation:
+                return
+            old, self._producer = self._producer, self._new_producer()
+            self._generation += 1
+            self.renewals += 1
+            log.warning("replacing the Kafka producer after a failed send")
+            try:
+                await asyncio.wait_for(old.stop(), self._stop_timeout_s)
+            except (KafkaError, TimeoutError) as exc:
+                log.warning("stopping the failed producer: %s", exc)
+            try:
+                await self._producer.start()
+            except KafkaError as exc:
+                self._failed = self._generation
+                raise DeliveryError(f"starting a new producer failed: {exc}") from exc
+
+
+def _idempotent_producer(settings: KafkaSettings) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.bootstrap_servers,
+        client_id=f"{settings.client_id}-producer",
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        **_security(settings),
+    )
 
 
 class KafkaLabelSource:

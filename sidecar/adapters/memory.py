@@ -2,8 +2,8 @@
 
 Like httpx's ``MockTransport``: real behaviour, no patching. A
 :class:`MemoryTopic` holds partitions of records and one consumer group's
-committed offsets. A :class:`MemorySource` is one member of that group; the test
-moves partitions with :meth:`~MemorySource.assign` and
+committed offsets, with their metadata. A :class:`MemorySource` is one member
+of that group; the test moves partitions with :meth:`~MemorySource.assign` and
 :meth:`~MemorySource.revoke`, which call the rebalance listener as Kafka does
 (on revoke while the partitions are still assigned, so the listener can commit).
 :class:`MemorySink` keeps what was sent and can be told to refuse the next sends
@@ -32,6 +32,7 @@ class MemoryTopic:
     def __init__(self, partitions: int = 1) -> None:
         self._logs: list[list[Record]] = [[] for _ in range(partitions)]
         self.committed: dict[int, int] = {}
+        self.metadata: dict[int, str] = {}
 
     @property
     def partitions(self) -> range:
@@ -134,15 +135,23 @@ class MemorySource:
             if p in next_offsets
         }
 
-    async def commit(self, offsets: Mapping[int, int]) -> bool:
+    async def commit(
+        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+    ) -> bool:
         await asyncio.sleep(0)
         accepted = {p: o for p, o in offsets.items() if p in self.positions}
         if not accepted:
             return False
         self.topic.committed.update(accepted)
+        for partition in accepted:
+            self.topic.metadata[partition] = (metadata or {}).get(partition, "")
         self.commits.append(accepted)
         self.journal.append(f"source.commit {accepted}")
         return True
+
+    async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:
+        await asyncio.sleep(0)
+        return {p: self.topic.metadata[p] for p in partitions if p in self.topic.metadata}
 
     def pause(self) -> None:
         if not self._paused:

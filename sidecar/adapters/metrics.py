@@ -249,6 +249,18 @@ class Metrics:
         self.consumer_lag = Gauge(
             "sidecar_consumer_lag", "Records behind the partition end.", ["partition"], registry=r
         )
+        self.flagged_traces = Counter(
+            "sidecar_flagged_traces_total",
+            "Traces evaluated with evidence flagged incomplete or suspect, by flag "
+            "(incomplete|partial|duplicate_span_ids|impossible_timing|unreadable_values).",
+            ["flag"],
+            registry=r,
+        )
+        self.delivery_failing = Gauge(
+            "sidecar_delivery_failing",
+            "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
+            registry=r,
+        )
         self.rubric_info = Gauge(
             "sidecar_rubric_info",
             "Loaded rubrics (value 1).",

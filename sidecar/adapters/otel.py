@@ -6,16 +6,29 @@ flag, so parent-based samplers keep it) and it links to that span too. One
 ``gen_ai.evaluation.result`` event is added per check and per criterion.
 Provenance (DESIGN 13), when the verdict has it: ``eval.rubric.hash`` on the
 span and on every event, ``eval.judge.model_version`` on the span and on every
-criterion event. Export uses the standard ``OTEL_EXPORTER_OTLP_*`` environment (gRPC unless
-``OTEL_EXPORTER_OTLP_PROTOCOL``/``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` says
-``http/protobuf``).
+criterion event.
+
+Export follows the standard OpenTelemetry environment (:func:`exporter_from_env`):
+
+- ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``: no export;
+- ``OTEL_TRACES_EXPORTER`` ``otlp`` (the default; gRPC unless
+  ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``/``OTEL_EXPORTER_OTLP_PROTOCOL`` says
+  ``http/protobuf``), ``otlp_proto_grpc``, ``otlp_proto_http`` or ``console``;
+  anything else is a configuration error;
+- the OTLP exporters read ``OTEL_EXPORTER_OTLP_*`` (endpoint, headers,
+  timeout, compression, certificates) themselves, as the SDK does.
+
+Flushing and shutting down are bounded (``timeout_s``): an unreachable
+collector costs at most that long at shutdown; spans not exported by then
+are dropped, with a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +37,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
+    ConsoleSpanExporter,
     SimpleSpanProcessor,
     SpanExporter,
     SpanExportResult,
@@ -39,6 +53,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from sidecar import __version__
+from sidecar.errors import ConfigError
 from sidecar.model import CheckResult, CriterionResult, Outcome
 from sidecar.otlpjson import request_to_json_line
 from sidecar.verdict import Verdict
@@ -47,11 +62,16 @@ EVENT_NAME = "gen_ai.evaluation.result"
 RUBRIC_HASH = "eval.rubric.hash"
 JUDGE_MODEL_VERSION = "eval.judge.model_version"
 
+log = logging.getLogger(__name__)
 
-def otlp_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
+
+def otlp_exporter(
+    environ: Mapping[str, str] | None = None, protocol: str | None = None
+) -> SpanExporter:
     env = os.environ if environ is None else environ
-    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
+    protocol = protocol or (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     )
     if protocol.startswith("http"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
@@ -60,6 +80,49 @@ def otlp_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
     return Grpc()
+
+
+# OTEL_TRACES_EXPORTER values sidecar can honour, and the exporter each builds.
+_EXPORTERS: dict[str, Callable[[Mapping[str, str]], SpanExporter]] = {
+    "otlp": otlp_exporter,
+    "otlp_proto_grpc": lambda env: otlp_exporter(env, "grpc"),
+    "otlp_proto_http": lambda env: otlp_exporter(env, "http/protobuf"),
+    "console": lambda env: ConsoleSpanExporter(),
+}
+
+
+def exporter_from_env(environ: Mapping[str, str] | None = None) -> SpanExporter | None:
+    """The verdict-span exporter the standard variables ask for; None when export is off."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
+    names = [n for n in names if n]
+    if not names or "none" in names:
+        return None
+    unknown = [n for n in names if n not in _EXPORTERS]
+    if unknown:
+        raise ConfigError(
+            f"OTEL_TRACES_EXPORTER: {', '.join(unknown)} is not supported for verdict spans; "
+            f"use one of {', '.join([*_EXPORTERS, 'none'])}"
+        )
+    if len(names) > 1:
+        log.warning("OTEL_TRACES_EXPORTER lists %s; verdict spans go to %s only", names, names[0])
+    return _EXPORTERS[names[0]](env)
+
+
+def verdict_spans(
+    *,
+    enabled: bool,
+    service_name: str,
+    timeout_s: float,
+    environ: Mapping[str, str] | None = None,
+) -> VerdictSpans:
+    """Verdict spans for ``sidecar run``: exported as the environment says, or nowhere."""
+    exporter = exporter_from_env(environ) if enabled else None
+    if exporter is None:
+        return VerdictSpans.disabled()
+    return VerdictSpans(tracer_provider(exporter, service_name=service_name), timeout_s=timeout_s)
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -93,11 +156,19 @@ def tracer_provider(
 
 
 class VerdictSpans:
-    """Emits one verdict span per verdict into the evaluated trace."""
+    """Emits one verdict span per verdict into the evaluated trace.
 
-    def __init__(self, provider: TracerProvider) -> None:
+    ``flush`` and ``shutdown`` wait at most ``timeout_s`` (the exporter may
+    block far longer on an unreachable endpoint); they run the SDK's call on
+    a daemon thread and return False when it did not finish in time.
+    """
+
+    def __init__(self, provider: TracerProvider, *, timeout_s: float = 5.0) -> None:
         self._provider = provider
         self._tracer = provider.get_tracer("sidecar", __version__)
+        self.timeout_s = timeout_s
+        # Set once a bounded call ran out of time: the exporter is stuck, waiting again is futile.
+        self._stuck = False
 
     @classmethod
     def disabled(cls) -> VerdictSpans:
@@ -132,6 +203,8 @@ class VerdictSpans:
             attributes["gen_ai.agent.name"] = verdict.agent
         if verdict.agent_version is not None:
             attributes["gen_ai.agent.version"] = verdict.agent_version
+        if verdict.flags:
+            attributes["eval.flags"] = list(verdict.flags)
         span = self._tracer.start_span(
             f"evaluate {verdict.rubric_id}",
             context=set_span_in_context(NonRecordingSpan(parent)),
@@ -148,11 +221,48 @@ class VerdictSpans:
         span.end()
         return True
 
-    def flush(self, timeout_ms: int = 10_000) -> bool:
-        return self._provider.force_flush(timeout_ms)
+    def flush(self, timeout_ms: int | None = None) -> bool:
+        """Export what is queued; False when it did not finish within the bound."""
+        timeout = self.timeout_s if timeout_ms is None else timeout_ms / 1000
+        return self._bounded(
+            lambda: self._provider.force_flush(int(timeout * 1000)), timeout, "flush"
+        )
 
-    def shutdown(self) -> None:
-        self._provider.shutdown()
+    def shutdown(self) -> bool:
+        """Export what is queued and stop; False when it did not finish within the bound.
+
+        After a flush that ran out of time the exporter is stuck: shutdown is
+        started but not waited for, so the two together stay within one bound.
+        """
+        return self._bounded(
+            self._provider.shutdown, 0.0 if self._stuck else self.timeout_s, "shutdown"
+        )
+
+    def _bounded(self, call: Callable[[], object], timeout_s: float, what: str) -> bool:
+        if not _bounded(call, timeout_s, what):
+            self._stuck = True
+            return False
+        return True
+
+
+def _bounded(call: Callable[[], object], timeout_s: float, what: str) -> bool:
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"sidecar-spans-{what}", daemon=True).start()
+    if done.wait(timeout_s):
+        return True
+    log.warning(
+        "verdict spans: %s did not finish within %.1fs; unexported spans are dropped",
+        what,
+        timeout_s,
+    )
+    return False
 
 
 def _provenance(verdict: Verdict) -> dict[str, AttributeValue]:

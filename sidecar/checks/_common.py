@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from sidecar.bounds import json_too_deep
 from sidecar.checks.schema import new_validator
 from sidecar.model import Outcome
 
@@ -49,6 +50,8 @@ def plural(count: int, noun: str) -> str:
 
 def parse_json(text: str) -> Any:
     """Parse JSON text; every way it can go wrong is a ValueError."""
+    if json_too_deep(text):
+        raise ValueError("JSON nested too deeply")
     try:
         return json.loads(text)
     except RecursionError as exc:

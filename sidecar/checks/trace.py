@@ -1,4 +1,10 @@
-"""Checks over the trace as a whole: ``max_latency_ms`` and ``no_error_spans``."""
+"""Checks over the trace as a whole: ``max_latency_ms`` and ``no_error_spans``.
+
+Latency is the root span's duration. When it cannot be known it is ERROR,
+with the reason the transcript gives (``Transcript.latency_error``): the root
+never arrived (a child's duration is not the run's), the root ends before it
+starts (not 0 ms), or its id is shared by several spans.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ def _ms(value: float) -> str:
 def max_latency_ms(spec: MaxLatencyMs, transcript: Transcript) -> Finding:
     latency = transcript.latency_ms
     if latency is None:
+        if transcript.latency_error:
+            return errored(f"latency unknown: {transcript.latency_error}")
         return errored("latency unknown (root span not seen)")
     if not math.isfinite(latency):
         return errored(f"latency is not a number: {latency}")
@@ -47,6 +55,6 @@ def no_error_spans(spec: NoErrorSpans, transcript: Transcript) -> Finding:
     return failed(f"{count}{first.name!r}{message}")
 
 
-# Latency is the root span's: truncation cannot change it. A lost span may have failed.
+# Latency is the root span's: truncation cannot change it (a missing root is flagged apart). A lost span may have failed.
 MAX_LATENCY_MS = CheckType(MaxLatencyMs, max_latency_ms, inconclusive_if_truncated=None)
 NO_ERROR_SPANS = CheckType(NoErrorSpans, no_error_spans, inconclusive_if_truncated=Outcome.PASS)

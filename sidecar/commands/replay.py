@@ -1,4 +1,8 @@
-"""``sidecar replay PATH...``: the pipeline over files; verdict records on stdout."""
+"""``sidecar replay PATH...``: the pipeline over files; verdict records on stdout.
+
+Each trace's verdict records are written (and flushed) as soon as they are
+decided, traces ``judge.concurrency`` at a time; the summary follows on stderr.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigError
-from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
+from sidecar.replay import ReplaySummary, collect_traces, stream_verdicts
 from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
 from sidecar.settings import load_settings
-from sidecar.verdict import Verdict
 from sidecar.wiring import build_judge
 
 
@@ -52,19 +55,26 @@ def handle(args: argparse.Namespace) -> int:
     )
     summary = ReplaySummary()
     traces = collect_traces(args.paths, summary)
+    out = sys.stdout
 
-    async def evaluate() -> list[Verdict]:
+    async def evaluate() -> None:
         try:
-            return await evaluate_traces(traces, rubrics, sampler, judge=judge, summary=summary)
+            async for _, verdicts in stream_verdicts(
+                traces,
+                rubrics,
+                sampler,
+                judge=judge,
+                summary=summary,
+                concurrency=settings.judge.concurrency,
+            ):
+                for verdict in verdicts:
+                    out.write(verdict.to_json() + "\n")
+                out.flush()
         finally:
             if judge is not None:
                 await judge.aclose()
 
-    verdicts = asyncio.run(evaluate())
-    out = sys.stdout
-    for verdict in verdicts:
-        out.write(verdict.to_json() + "\n")
-    out.flush()
+    asyncio.run(evaluate())
     _print_summary(summary, judge_on=judge is not None)
     if summary.records and len(summary.bad_records) == summary.records:
         print("replay: no record could be decoded; is this OTLP?", file=sys.stderr)
@@ -84,6 +94,15 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
         f"{summary.unrouted_traces} traces matched no rubric",
         file=err,
     )
+    if summary.internal_errors:
+        stages = ", ".join(f"{k} {v}" for k, v in sorted(summary.internal_errors.items()))
+        print(
+            f"replay: internal errors ({stages}); those cases are errored, reason internal_error",
+            file=err,
+        )
+    if summary.flags:
+        flags = ", ".join(f"{k} {v}" for k, v in sorted(summary.flags.items()))
+        print(f"replay: traces flagged ({flags})", file=err)
     for problem in summary.bad_records[:20]:
         print(f"replay: skipped undecodable record {problem}", file=err)
     if len(summary.bad_records) > 20:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.adapters.metrics import Metrics
-from sidecar.adapters.otel import VerdictSpans, otlp_exporter, tracer_provider
+from sidecar.adapters.otel import verdict_spans
 from sidecar.app import Service
 from sidecar.canary_schedule import CanarySchedule, load_sets
 from sidecar.fingerprint import check_fingerprint
@@ -39,12 +39,11 @@ def handle(args: argparse.Namespace) -> int:
         if (fingerprint := check_fingerprint(rubric)).warning:
             logging.getLogger("sidecar").warning("%s", fingerprint.message)
     metrics = Metrics(max_agents=settings.metrics.max_agents)
-    provider = (
-        tracer_provider(otlp_exporter(), service_name=settings.otel.service_name)
-        if settings.otel.enabled
-        else None
+    spans = verdict_spans(
+        enabled=settings.otel.enabled,
+        service_name=settings.otel.service_name,
+        timeout_s=settings.otel.shutdown_timeout_s,
     )
-    spans = VerdictSpans(provider) if provider is not None else VerdictSpans.disabled()
     judge = build_judge(settings.judge, metrics)
     sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if judge is not None else []
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None

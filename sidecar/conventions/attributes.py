@@ -5,13 +5,21 @@ or array) a mapping or list. Conventions put structured content in either
 form, so these helpers take both: ``parse_json`` parses JSON text and passes
 structured values through; ``text_of`` turns anything into text, structured
 values as compact JSON. Text that is blank is missing (``None``).
+
+Nesting is bounded (:data:`sidecar.bounds.MAX_NESTING`) before anything
+recurses: JSON text nested deeper is unreadable, so ``parse_json`` gives
+``None`` for it (missing, never the text read as something else), and a
+structured value nested deeper has no text (``text_of`` gives ``None``).
+Numbers are read only within 64-bit range.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
+from sidecar.bounds import INT64_MAX, MAX_INT_DIGITS, MAX_NESTING, json_too_deep, value_depth
 from sidecar.model import Attributes, AttrValue, Span
 
 
@@ -26,7 +34,7 @@ def text_of(value: AttrValue | object) -> str | None:
     if isinstance(value, dict | list):
         return compact_json(value)
     if isinstance(value, bool | int | float):
-        return json.dumps(value)
+        return compact_json(value)
     return text_of(str(value))
 
 
@@ -42,32 +50,53 @@ def json_text(value: AttrValue | object) -> str | None:
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def compact_json(value: object) -> str:
-    return _COMPACT.encode(value)
+def compact_json(value: object) -> str | None:
+    """Compact JSON text of ``value``; None when it nests too deeply to be read."""
+    if isinstance(value, dict | list) and value_depth(value) > MAX_NESTING:
+        return None
+    try:
+        return _COMPACT.encode(value)
+    except (ValueError, RecursionError):
+        # A huge int past the int-string conversion limit, or a self-referencing value.
+        return None
 
 
 def parse_json(value: AttrValue | object) -> object:
-    """Structured form of a value: JSON text is parsed, other values pass through."""
+    """Structured form of a value: JSON text is parsed, other values pass through.
+
+    Text that is not JSON stays text; JSON text nested too deeply to read is
+    ``None`` (unreadable content is missing content).
+    """
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[", '"'):
+            if json_too_deep(stripped):
+                return None
             try:
                 return json.loads(stripped)
-            except ValueError:
+            except (ValueError, RecursionError):
+                # ValueError covers JSON errors and ints past the conversion limit.
                 return value
     return value
 
 
 def as_int(value: AttrValue | object) -> int | None:
+    """A 64-bit count (tokens); None for anything else (floats out of range, NaN, text)."""
+    number: int | None = None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+        number = value
+    elif isinstance(value, float):
+        number = int(value) if math.isfinite(value) and abs(value) <= INT64_MAX else None
+    elif isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only: str.isdigit() also takes superscripts, which int() refuses.
+        if text.isascii() and text.isdigit() and len(text) <= MAX_INT_DIGITS:
+            number = int(text)
+    if number is None or abs(number) > INT64_MAX:
+        return None
+    return number
 
 
 def str_attr(attrs: Attributes, *keys: str) -> str | None:

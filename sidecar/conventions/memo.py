@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 
+from sidecar.bounds import MAX_NESTING, json_too_deep
 from sidecar.conventions.messages import Message, parse_message
 
 # Recent array texts to try as the start of a new one: enough for the LLM
@@ -66,6 +67,10 @@ class MessageMemo:
             if delimiter == ",":
                 known, start = messages, index + 1
                 break
+        # Text nested too deeply is left to parse_messages, which reads it as missing.
+        # A known head was measured when it was read; only the new items are, inside "[".
+        if json_too_deep(text[start:], MAX_NESTING - 1):
+            return None
         items = _array_items(text, start, first=start == 1)
         if items is None:
             return None
