@@ -124,6 +124,7 @@ class Service:
             audit_share=settings.review.audit_share, error_share=settings.review.error_share
         )
         self.reviews = ReviewTracker(memory=settings.review.memory, window=settings.review.window)
+        self._redaction = settings.redaction.policy()
         self._ready = False
         self._committed: dict[int, int] = {}
         self._last_commit = 0.0
@@ -320,7 +321,9 @@ class Service:
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        await self._deliver(self.sink.send_verdict, verdict.trace_id, verdict.to_json().encode())
+        await self._deliver(
+            self.sink.send_verdict, verdict.trace_id, verdict.to_json(self._redaction).encode()
+        )
 
     async def _deliver(
         self, send: Callable[[str, bytes], Awaitable[None]], key: str, payload: bytes
@@ -347,7 +350,7 @@ class Service:
         if not reasons:
             return
         self.reviews.remember(verdict)
-        payload = review_record(verdict, case.transcript, reasons)
+        payload = review_record(verdict, case.transcript, reasons, self._redaction)
         await self._deliver(
             functools.partial(self.sink.send_review, review.topic), verdict.trace_id, payload
         )

@@ -62,8 +62,9 @@ def handle(args: argparse.Namespace) -> int:
 
     verdicts = asyncio.run(evaluate())
     out = sys.stdout
+    redaction = settings.redaction.policy()
     for verdict in verdicts:
-        out.write(verdict.to_json() + "\n")
+        out.write(verdict.to_json(redaction) + "\n")
     out.flush()
     _print_summary(summary, judge_on=judge is not None)
     if summary.records and len(summary.bad_records) == summary.records:
