@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from sidecar.cli import main
+from sidecar.commands.demo import demo_data
 from sidecar.errors import ConfigError
 from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
 from sidecar.records import ReviewRecord, VerdictRecord, read_records
@@ -359,3 +361,32 @@ async def test_the_service_writes_verdict_records_under_its_redaction_setting(
         assert record["redacted"] == "drop"
     else:
         assert got.endswith(detail)
+
+
+# -- sidecar replay honours --config ---------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_judge_credentials")
+def test_replay_writes_verdict_records_under_the_configured_redaction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces, rubrics = demo_data()
+
+    def run(*config: Path) -> list[dict[str, Any]]:
+        argv = ["replay", str(traces), "--rubrics", str(rubrics), "--exit-zero"]
+        assert main([*argv, *(a for c in config for a in ("--config", str(c)))]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    kept = run()
+    hashed = run(_settings_file(tmp_path, "redaction:\n  content: hash\n"))
+    assert [r["id"] for r in hashed] == [r["id"] for r in kept]
+    assert [r["outcome"] for r in hashed] == [r["outcome"] for r in kept]
+    pairs = [
+        (k["detail"], h["detail"])
+        for a, b in zip(kept, hashed, strict=True)
+        for k, h in zip(a["checks"], b["checks"], strict=True)
+    ]
+    assert pairs
+    assert all(h == content_hash(k) for k, h in pairs)
+    assert {r.get("redacted") for r in kept} == {None}
+    assert {r["redacted"] for r in hashed} == {"hash"}
