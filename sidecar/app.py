@@ -152,6 +152,7 @@ class Service:
             audit_share=settings.review.audit_share, error_share=settings.review.error_share
         )
         self.reviews = ReviewTracker(memory=settings.review.memory, window=settings.review.window)
+        self._redaction = settings.redaction.policy()
         self._ready = False
         self._committed: dict[int, tuple[int, str]] = {}
         self._last_commit = 0.0
@@ -420,7 +421,7 @@ class Service:
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        payload = verdict.to_json().encode()
+        payload = verdict.to_json(self._redaction).encode()
         await self._deliver(functools.partial(self.sink.send_verdict, verdict.trace_id, payload))
 
     async def _deliver(self, send: Callable[[], Awaitable[None]]) -> None:
@@ -453,7 +454,7 @@ class Service:
         if not reasons:
             return
         self.reviews.remember(verdict)
-        payload = review_record(verdict, case.transcript, reasons)
+        payload = review_record(verdict, case.transcript, reasons, self._redaction)
         await self._deliver(
             functools.partial(self.sink.send_review, review.topic, verdict.trace_id, payload)
         )

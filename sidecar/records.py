@@ -11,7 +11,11 @@
     PairRecord         one candidate/baseline pair of ``sidecar compare --pairs``
 
 Writing: ``to_json()`` is one compact line, non-ASCII kept; the verdict and
-review records are byte for byte what sidecar wrote before these models.
+review records are byte for byte what sidecar wrote before these models. Their
+content fields pass through a :class:`~sidecar.redact.Redaction` (``of(...,
+redaction)``, default :data:`~sidecar.redact.DEFAULT_REDACTION`); a record with
+nothing to redact is written as before, and one whose content was hashed or
+dropped carries ``"redacted": "hash"`` or ``"drop"``.
 
 Reading: :func:`read_records` (JSON lines), :func:`parse_label` (one Kafka
 message) and :func:`parse_pairs` turn input into records and any problem into
@@ -52,6 +56,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sidecar.errors import InputFileError, RecordError
 from sidecar.model import CaseOutcome, Outcome, Transcript
+from sidecar.redact import DEFAULT_REDACTION, Redaction
 
 if TYPE_CHECKING:
     from sidecar.verdict import Verdict
@@ -248,6 +253,7 @@ class VerdictRecord(_Record):
     judge_model_version: Annotated[str | None, BeforeValidator(_echo)] = _left_out_when_none()
     judge_error: str | None = _left_out_when_none()
     raw_output: str | None = _left_out_when_none()
+    redacted: str | None = _left_out_when_none()
 
     @property
     def key(self) -> str:
@@ -257,12 +263,17 @@ class VerdictRecord(_Record):
         )
 
     @classmethod
-    def of(cls, v: Verdict) -> VerdictRecord:
+    def of(cls, v: Verdict, redaction: Redaction = DEFAULT_REDACTION) -> VerdictRecord:
+        r = redaction.text
         return _construct(
             cls,
             v,
-            checks=tuple(_construct(CheckRecord, c) for c in v.checks),
-            criteria=tuple(_construct(CriterionRecord, c) for c in v.criteria),
+            checks=tuple(_construct(CheckRecord, c, detail=r(c.detail)) for c in v.checks),
+            criteria=tuple(
+                _construct(CriterionRecord, c, evidence=r(c.evidence)) for c in v.criteria
+            ),
+            raw_output=r(v.raw_output),
+            redacted=redaction.marker,
         )
 
 
@@ -286,15 +297,29 @@ class TranscriptRecord(_Record):
     answer: str | None = None
     models: tuple[str, ...] = ()
     latency_ms: float | None = None
+    redacted: str | None = _left_out_when_none()
 
     @classmethod
-    def of(cls, t: Transcript) -> TranscriptRecord:
+    def of(cls, t: Transcript, redaction: Redaction = DEFAULT_REDACTION) -> TranscriptRecord:
+        r = redaction.text
         return _construct(
             cls,
             t,
             agent=t.agent_name,
-            tool_calls=tuple(_construct(ToolCallRecord, c) for c in t.tool_calls),
+            user_input=r(t.user_input),
+            tool_calls=tuple(
+                _construct(
+                    ToolCallRecord,
+                    c,
+                    arguments=r(c.arguments),
+                    result=r(c.result),
+                    error=r(c.error),
+                )
+                for c in t.tool_calls
+            ),
+            answer=r(t.answer),
             models=tuple(t.models),
+            redacted=redaction.marker,
         )
 
 
@@ -307,12 +332,18 @@ class ReviewRecord(_Record):
     transcript: TranscriptRecord
 
     @classmethod
-    def of(cls, verdict: Verdict, transcript: Transcript, reasons: Iterable[str]) -> ReviewRecord:
+    def of(
+        cls,
+        verdict: Verdict,
+        transcript: Transcript,
+        reasons: Iterable[str],
+        redaction: Redaction = DEFAULT_REDACTION,
+    ) -> ReviewRecord:
         return cls.model_construct(
             trace_id=verdict.trace_id,
             reasons=tuple(reasons),
-            verdict=VerdictRecord.of(verdict),
-            transcript=TranscriptRecord.of(transcript),
+            verdict=VerdictRecord.of(verdict, redaction),
+            transcript=TranscriptRecord.of(transcript, redaction),
         )
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from sidecar.calibrate.rolling import AgreementKey, RollingAgreement
 from sidecar.model import Outcome, Transcript
 from sidecar.records import HumanLabel, ReviewRecord
+from sidecar.redact import DEFAULT_REDACTION, Redaction
 from sidecar.verdict import Verdict
 
 
@@ -56,9 +57,14 @@ def _audit_fraction(trace_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def review_record(verdict: Verdict, transcript: Transcript, reasons: tuple[str, ...]) -> bytes:
-    """The message for the review topic (:class:`~sidecar.records.ReviewRecord`)."""
-    return ReviewRecord.of(verdict, transcript, reasons).to_json().encode("utf-8")
+def review_record(
+    verdict: Verdict,
+    transcript: Transcript,
+    reasons: tuple[str, ...],
+    redaction: Redaction = DEFAULT_REDACTION,
+) -> bytes:
+    """The message for the review topic (:class:`~sidecar.records.ReviewRecord`), redacted."""
+    return ReviewRecord.of(verdict, transcript, reasons, redaction).to_json().encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)

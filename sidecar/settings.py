@@ -8,6 +8,11 @@ with the same bounds as rubric files (:mod:`sidecar.safe_yaml`).
 Bounded work lives in the judge section: ``judge.max_block_chars`` (each data
 block shown to the judge, default 32768 characters, at most 262144) and
 ``judge.max_answer_bytes`` (the judge's HTTP answer, default 262144 bytes).
+
+``redaction`` says what the verdict and review records keep of the content
+(:mod:`sidecar.redact`): ``content`` keep, hash or drop, and the ``patterns``
+masked in kept text (default ``[email, card_number]``). A pattern that is
+unknown or does not compile under RE2 is a configuration error naming it.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
+from sidecar.redact import DEFAULT_PATTERNS, Content, PatternError, Redaction, masker
 from sidecar.safe_yaml import YamlLimitError
 from sidecar.safe_yaml import load as load_yaml
 
@@ -81,6 +87,26 @@ class ReviewSettings(_Section):
     memory: Annotated[int, Field(ge=1)] = 50_000
 
 
+class RedactionSettings(_Section):
+    """Content in the verdict and review records: kept with patterns masked, hashed or dropped."""
+
+    content: Content = Content.KEEP
+    patterns: tuple[str, ...] = DEFAULT_PATTERNS
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for index, pattern in enumerate(patterns):
+            try:
+                masker(pattern)
+            except PatternError as exc:
+                raise ValueError(f"patterns[{index}]: {exc}") from exc
+        return patterns
+
+    def policy(self) -> Redaction:
+        return Redaction.build(self.content, self.patterns)
+
+
 class OtelSettings(_Section):
     # Verdict spans go out as the standard OTEL_* variables say (sidecar.adapters.otel).
     enabled: bool = True
@@ -106,6 +132,7 @@ class Settings(BaseSettings):
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     otel: OtelSettings = Field(default_factory=OtelSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
     shutdown_timeout_s: Annotated[float, Field(gt=0)] = 20.0
 

@@ -38,6 +38,7 @@ from typing import Any
 from sidecar import __version__
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
 from sidecar.records import VerdictRecord
+from sidecar.redact import DEFAULT_REDACTION, Redaction
 
 
 def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
@@ -84,13 +85,13 @@ class Verdict:
     rubric_hash: str | None = None
     judge_model_version: str | None = None
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
         """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""
-        return VerdictRecord.of(self).model_dump(mode="json")
+        return VerdictRecord.of(self, redaction).model_dump(mode="json")
 
-    def to_json(self) -> str:
-        """The verdict record as one JSON line."""
-        return VerdictRecord.of(self).to_json()
+    def to_json(self, redaction: Redaction = DEFAULT_REDACTION) -> str:
+        """The verdict record as one JSON line, content redacted (:mod:`sidecar.redact`)."""
+        return VerdictRecord.of(self, redaction).to_json()
 
 
 def make_verdict(

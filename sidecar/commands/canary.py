@@ -161,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if args.verdicts:
-        write_output(args.verdicts, "".join(v.to_json() + "\n" for v in verdicts), sys.stdout)
+        redaction = settings.redaction.policy()
+        records = "".join(v.to_json(redaction) + "\n" for v in verdicts)
+        write_output(args.verdicts, records, sys.stdout)
     if args.json_out:
         text = json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
         write_output(args.json_out, text, sys.stdout)

@@ -18,6 +18,7 @@ from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, r
 from sidecar.adapters.otel import JsonLinesSpanExporter, VerdictSpans, tracer_provider
 from sidecar.judge.config import JudgeSettings
 from sidecar.model import CaseOutcome, Outcome
+from sidecar.redact import DEFAULT_REDACTION
 from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
 from sidecar.rubric import load_rubrics
 from sidecar.sample import Sampler
@@ -102,7 +103,7 @@ async def _demo(args: argparse.Namespace) -> int:
                 "judge" if verdict.judged else "skip",
                 verdict.sample_reason,
             )
-            fh.write(verdict.to_json() + "\n")
+            fh.write(verdict.to_json(DEFAULT_REDACTION) + "\n")
     spans.shutdown()
     console.print(_table(verdicts, console.width))
     console.print(

@@ -56,6 +56,7 @@ def handle(args: argparse.Namespace) -> int:
     summary = ReplaySummary()
     traces = collect_traces(args.paths, summary)
     out = sys.stdout
+    redaction = settings.redaction.policy()
 
     async def evaluate() -> None:
         try:
@@ -68,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
                 concurrency=settings.judge.concurrency,
             ):
                 for verdict in verdicts:
-                    out.write(verdict.to_json() + "\n")
+                    out.write(verdict.to_json(redaction) + "\n")
                 out.flush()
         finally:
             if judge is not None:
