@@ -20,30 +20,23 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from sidecar.otlpjson import request_to_json_line
 from tests.agents.genai_spans import make_genai_trace, recorder
 from tests.gemini_server import Reply, gemini_json, openai_json, status
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG = "999.95"
 ORDERS = [f"O{n}" for n in range(1, 11)]
 
-RUBRIC = """\
+RUBRIC = (
+    """\
 id: refund-canary
 version: "2"
 applies_to: {service.name: some-other-agent}   # the canary ignores routing
 sampling: {judge_ratio: 0.0}                    # and sampling
 judge:
   model: MODEL
-  instructions: You grade replies of a refund agent.
-  criteria:
-    - name: correct_amount
-      definition: Every amount told to the customer equals an amount in a tool result.
-      pass_example: '"Refunded $40.25" (tool returned 40.25)'
-      fail_example: '"Refunded $45" (tool returned 40.25)'
-    - name: polite
-      definition: The reply is courteous.
-      pass_example: '"Sorry about that, done."'
-      fail_example: '"Read the policy."'
-      gate: false
 """
+    + REFUND_JUDGE_CRITERIA
+)
 
 _RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
 

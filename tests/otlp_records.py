@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sidecar.model import Span
+from tests.builders import trace_id
 
 
 def any_value(value: object) -> dict[str, Any]:
@@ -71,3 +72,31 @@ def record(spans: Iterable[Span]) -> bytes:
         for s in spans
     ]
     return json.dumps({"resourceSpans": resource_spans}).encode()
+
+
+SpanSpec = tuple[int, int | None, str]  # (span number, parent number or None, name)
+
+
+def span_tree(n: int, *spans: SpanSpec, start_ns: int = 1000, end_ns: int = 900_000) -> bytes:
+    """Trace ``n``'s ``spans`` of service ``shop`` as one OTLP/JSON record.
+
+    Span ids are the span numbers in hex; span ``number`` starts at
+    ``start_ns + number`` and every span ends at ``end_ns``.
+    """
+    items: list[dict[str, Any]] = []
+    for number, parent, name in spans:
+        item: dict[str, Any] = {
+            "traceId": trace_id(n),
+            "spanId": f"{number:016x}",
+            "name": name,
+            "kind": 1,
+            "startTimeUnixNano": str(start_ns + number),
+            "endTimeUnixNano": str(end_ns),
+        }
+        if parent is not None:
+            item["parentSpanId"] = f"{parent:016x}"
+        items.append(item)
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "shop"}}]}
+    return json.dumps(
+        {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": items}]}]}
+    ).encode()

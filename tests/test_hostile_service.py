@@ -28,6 +28,8 @@ from sidecar.handover import Handover
 from sidecar.model import DecideReason, Trace
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
+from tests.builders import trace_id
+from tests.otlp_records import SpanSpec, span_tree
 from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, quiesce
 
 MAX_AGE = 120.0
@@ -36,29 +38,8 @@ RUBRIC = Rubric.model_validate(
 )
 
 
-def trace_id(n: int) -> str:
-    return f"{n:032x}"
-
-
-def record(n: int, *spans: tuple[int, int | None, str]) -> bytes:
-    """Trace ``n``'s spans ``(span number, parent number or None, name)`` as one OTLP/JSON record."""
-    items: list[dict[str, Any]] = []
-    for number, parent, name in spans:
-        item: dict[str, Any] = {
-            "traceId": trace_id(n),
-            "spanId": f"{number:016x}",
-            "name": name,
-            "kind": 1,
-            "startTimeUnixNano": str(1000 + number),
-            "endTimeUnixNano": "900000",
-        }
-        if parent is not None:
-            item["parentSpanId"] = f"{parent:016x}"
-        items.append(item)
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "shop"}}]}
-    return json.dumps(
-        {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": items}]}]}
-    ).encode()
+def record(n: int, *spans: SpanSpec) -> bytes:
+    return span_tree(n, *spans)
 
 
 ROOT = (1, None, "invoke_agent shop")

@@ -47,16 +47,9 @@ checks:
 """,
 }
 
-# The refund rubric with a judge, for tests that run one (answer_like_a_judge answers it).
-JUDGE_RUBRIC = """
-id: refund-support
-version: "4"
-applies_to: {service.name: refund-agent}
-sampling: {judge_ratio: 0.5, always_judge: [error]}
-checks:
-  - {name: allowed_tools, type: tool_allowlist, tools: [lookup_order, issue_refund]}
-judge:
-  model: gemini-2.5-flash
+# The judge block's instructions and the two criteria answer_like_a_judge answers
+# (correct_amount, gating; polite, advisory), shared by every rubric a scripted judge grades.
+REFUND_JUDGE_CRITERIA = """\
   instructions: You grade replies of a refund agent.
   criteria:
     - name: correct_amount
@@ -69,6 +62,21 @@ judge:
       fail_example: '"Read the policy."'
       gate: false
 """
+
+# The refund rubric with a judge, for tests that run one (answer_like_a_judge answers it).
+JUDGE_RUBRIC = (
+    """
+id: refund-support
+version: "4"
+applies_to: {service.name: refund-agent}
+sampling: {judge_ratio: 0.5, always_judge: [error]}
+checks:
+  - {name: allowed_tools, type: tool_allowlist, tools: [lookup_order, issue_refund]}
+judge:
+  model: gemini-2.5-flash
+"""
+    + REFUND_JUDGE_CRITERIA
+)
 
 _BLOCK = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
 

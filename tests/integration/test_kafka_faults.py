@@ -16,7 +16,6 @@ and a graceful hand-over in the middle of traces (class 7).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from tests.builders import trace_id
 from tests.integration.harness import (
     SidecarProcess,
     committed_offsets,
@@ -34,6 +34,7 @@ from tests.integration.harness import (
     verdicts_from,
     wait_for,
 )
+from tests.otlp_records import SpanSpec, span_tree
 
 pytestmark = [pytest.mark.kafka]
 
@@ -46,28 +47,9 @@ checks:
 """
 
 
-def trace_id(n: int) -> str:
-    return f"{n:032x}"
-
-
-def record(n: int, *spans: tuple[int, int | None, str]) -> tuple[bytes, bytes]:
-    """(key, OTLP/JSON record) with trace ``n``'s spans ``(number, parent number, name)``."""
-    items: list[dict[str, Any]] = []
-    for number, parent, name in spans:
-        item: dict[str, Any] = {
-            "traceId": trace_id(n),
-            "spanId": f"{number:016x}",
-            "name": name,
-            "kind": 1,
-            "startTimeUnixNano": str(1_000_000 + number),
-            "endTimeUnixNano": "900000000",
-        }
-        if parent is not None:
-            item["parentSpanId"] = f"{parent:016x}"
-        items.append(item)
-    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "shop"}}]}
-    request = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": items}]}]}
-    return trace_id(n).encode(), json.dumps(request).encode()
+def record(n: int, *spans: SpanSpec) -> tuple[bytes, bytes]:
+    """(key, OTLP/JSON record) of trace ``n``, keyed by its hex id as the Collector keys it."""
+    return trace_id(n).encode(), span_tree(n, *spans, start_ns=1_000_000, end_ns=900_000_000)
 
 
 ROOT = (1, None, "invoke_agent shop")

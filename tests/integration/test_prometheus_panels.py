@@ -37,6 +37,7 @@ from tests.dashboard_queries import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, P
 from tests.gemini_server import JudgeServer, Reply, gemini_json
 from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
 from tests.integration.prometheus import PrometheusProcess, fast_rules
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
 pytestmark = [pytest.mark.kafka]
 
@@ -54,18 +55,7 @@ checks:
   - {{name: amount_grounded, type: grounded_numbers}}
 judge:
   model: {JUDGE_MODEL}
-  instructions: You grade replies of a refund agent.
-  criteria:
-    - name: correct_amount
-      definition: Every amount told to the customer equals an amount in a tool result.
-      pass_example: '"Refunded $40.25" (tool returned 40.25)'
-      fail_example: '"Refunded $45" (tool returned 40.25)'
-    - name: polite
-      definition: The reply is courteous.
-      pass_example: '"Sorry about that, done."'
-      fail_example: '"Read the policy."'
-      gate: false
-# Re-judged every second, so the canary panels have a second run (flip rate) to show.
+{REFUND_JUDGE_CRITERIA}# Re-judged every second, so the canary panels have a second run (flip rate) to show.
 canary: {{traces: canary/traces.bin, labels: canary/labels.jsonl, every_s: 1}}
 """,
     # No judge: sampling decisions "skip", judge_model "none".
