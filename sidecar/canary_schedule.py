@@ -215,7 +215,7 @@ class CanarySchedule:
                 if value is None:
                     continue
                 labels: tuple[str, ...] = (*base, statistic)
-                gauge.labels(**dict(zip(_LABELS, labels, strict=True))).set(value)
+                gauge.labels(*labels).set(value)
                 written.add(labels)
             for stale in canary.exported.get(row.criterion, set()) - written:
                 gauge.remove(*stale)
@@ -245,13 +245,3 @@ class CanarySchedule:
                 pause.cancel()
         finally:
             stopped.cancel()
-
-
-_LABELS = (
-    "rubric",
-    "rubric_version",
-    "judge_model",
-    "judge_model_version",
-    "criterion",
-    "statistic",
-)

@@ -114,7 +114,8 @@ class CounterFamily(Protocol):
 
 
 class GaugeFamily(Protocol):
-    def labels(self, **labels: str) -> GaugeFamily: ...
+    # Label values by name, or positionally in the family's label order (as ``remove`` takes them).
+    def labels(self, *labelvalues: str, **labels: str) -> GaugeFamily: ...
 
     def set(self, value: float) -> None: ...
 
