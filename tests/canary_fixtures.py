@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.otlpjson import request_to_json_line
 from tests.agents.genai_spans import make_genai_trace, recorder
-from tests.gemini_server import Reply, gemini_json, openai_json, status
+from tests.gemini_server import JudgeServer, Reply, gemini_json, openai_json, status
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,3 +120,20 @@ class Responder:
 
     def __call__(self, path: str, body: Any) -> Reply:
         return self.current(path, body)
+
+
+# Fixtures (registered for the whole suite in tests/conftest.py).
+
+
+@pytest.fixture
+def canary_responder() -> Responder:
+    return Responder()
+
+
+@pytest.fixture
+def canary_server(canary_responder: Responder) -> Iterator[JudgeServer]:
+    judge = JudgeServer(responder=canary_responder).start()
+    try:
+        yield judge
+    finally:
+        judge.stop()

@@ -18,6 +18,9 @@ from tests import realparts
 from tests.gemini_server import JudgeServer
 from tests.judge_fixtures import clear_judge_credentials
 
+# Fixtures defined in helper modules, for every test module.
+pytest_plugins = ["tests.canary_fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

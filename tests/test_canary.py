@@ -5,7 +5,7 @@ O1..O6 are answered with the right amount, O7..O10 with a wrong one
 ($999.95). One person labelled every trace; they failed O6 as well (the judge
 passes it), so the judge is good but not perfect.
 
-The judge server answers like a judge: ``correct_amount`` FAIL when the answer
+The judge canary_server answers like a judge: ``correct_amount`` FAIL when the answer
 says $999.95, else PASS; ``polite`` always PASS. After the "drift" it passes
 everything. Figures, worked by hand (human reference in rows, judge in columns):
 
@@ -26,7 +26,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,20 +55,6 @@ from tests.gemini_server import JudgeServer
 
 
 @pytest.fixture
-def responder() -> Responder:
-    return Responder()
-
-
-@pytest.fixture
-def server(responder: Responder) -> Iterator[JudgeServer]:
-    judge = JudgeServer(responder=responder).start()
-    try:
-        yield judge
-    finally:
-        judge.stop()
-
-
-@pytest.fixture
 def canary_set(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     line, ids = record_traces()
     traces = tmp_path / "canary.jsonl"
@@ -81,29 +67,29 @@ def canary_set(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
 # -- the core, with the real google-genai client ------------------------------------------
 
 
-def gemini_service(server: JudgeServer, **settings: Any) -> JudgeService:
+def gemini_service(canary_server: JudgeServer, **settings: Any) -> JudgeService:
     return JudgeService(
-        GeminiBackend(base_url=server.base_url, api_key="test-key"),
+        GeminiBackend(base_url=canary_server.base_url, api_key="test-key"),
         JudgeSettings(max_attempts=1, **settings),
         Metrics(),
     )
 
 
 async def test_the_canary_judges_every_trace_afresh_and_reports_the_figures(
-    server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]]
+    canary_server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]]
 ) -> None:
     traces_file, _, ids = canary_set
     rubric = parse_rubric(RUBRIC.replace("MODEL", "gemini-2.5-flash"), Path("r.yaml"))
     traces = collect_traces([traces_file], ReplaySummary())
     human = [validate(HumanLabel, row) for row in labels(ids)]
     cases = canary_cases(rubric, traces)
-    async with gemini_service(server) as service:
+    async with gemini_service(canary_server) as service:
         first = await judge_canary(cases, service)
         again = await judge_canary(cases, service)
     # Routing (applies_to another agent) and sampling (ratio 0) are ignored; the cache is not
     # used: the second run asked the model again.
     assert len(first) == len(again) == 10
-    assert len(server.requests) == 20
+    assert len(canary_server.requests) == 20
     assert {v.sample_reason for v in first} == {CANARY}
     assert all(v.judged for v in first)
     assert {v.judge_model_version for v in first} == {"m-001"}
@@ -145,16 +131,18 @@ async def test_the_canary_judges_every_trace_afresh_and_reports_the_figures(
 
 
 async def test_the_canary_goes_through_the_breaker(
-    server: JudgeServer, responder: Responder, canary_set: tuple[Path, Path, dict[str, str]]
+    canary_server: JudgeServer,
+    canary_responder: Responder,
+    canary_set: tuple[Path, Path, dict[str, str]],
 ) -> None:
     traces_file, _, _ = canary_set
-    responder.current = judging(down=frozenset(ORDERS))
+    canary_responder.current = judging(down=frozenset(ORDERS))
     rubric = parse_rubric(RUBRIC.replace("MODEL", "gemini-2.5-flash"), Path("r.yaml"))
     cases = canary_cases(rubric, collect_traces([traces_file], ReplaySummary()))
-    async with gemini_service(server, concurrency=1, breaker_failures=3) as service:
+    async with gemini_service(canary_server, concurrency=1, breaker_failures=3) as service:
         verdicts = await judge_canary(cases, service)
-    # Three failures open the breaker; the other seven never reach the server.
-    assert len(server.requests) == 3
+    # Three failures open the breaker; the other seven never reach the canary_server.
+    assert len(canary_server.requests) == 3
     assert {v.judge_error for v in verdicts} == {"judge_unavailable"}
     report = canary_report(rubric, verdicts, [])
     assert (report.errors, report.error_rate) == (20, 1.0)
@@ -174,7 +162,7 @@ def test_threshold_comes_from_the_rubric_calibration_block() -> None:
 
 @pytest.fixture
 def command_files(
-    tmp_path: Path, server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]]
+    tmp_path: Path, canary_server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]]
 ) -> dict[str, Path]:
     traces, label_file, _ = canary_set
     rubric = tmp_path / "rubric.yaml"
@@ -185,7 +173,7 @@ def command_files(
             {
                 "judge": {
                     "backend": "openai",
-                    "openai_base_url": server.openai_base_url,
+                    "openai_base_url": canary_server.openai_base_url,
                     "max_attempts": 1,
                     "requests_per_minute": 6000,
                 }
@@ -213,7 +201,7 @@ def canary_args(files: dict[str, Path], *extra: str | Path) -> list[str]:
 
 def test_command_passes_then_fails_after_the_judge_drifts(
     tmp_path: Path,
-    responder: Responder,
+    canary_responder: Responder,
     command_files: dict[str, Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -240,7 +228,7 @@ def test_command_passes_then_fails_after_the_judge_drifts(
     assert summary["criteria"][0]["kappa"] == pytest.approx(0.8)
     assert len(verdicts.read_text().splitlines()) == 10
 
-    responder.current = judging(drifted=True)
+    canary_responder.current = judging(drifted=True)
     drifted = tmp_path / "drifted.json"
     code = main(canary_args(command_files, "--previous", verdicts, "--json", drifted))
     out, err = capsys.readouterr()
@@ -254,14 +242,14 @@ def test_command_passes_then_fails_after_the_judge_drifts(
 
 
 def test_command_fails_on_the_error_rate(
-    responder: Responder,
+    canary_responder: Responder,
     command_files: dict[str, Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # O1 cannot be judged: both its criteria are ERROR, 2 of 20 verdicts = 10% > 3%.
     # correct_amount keeps kappa (9 items: tp 4, fp 1, tn 4; agreement 8/9;
     # chance (4*5 + 5*4)/81 = 40/81; kappa (8/9 - 40/81)/(1 - 40/81) = 32/41 = 0.780).
-    responder.current = judging(down=frozenset({"O1"}))
+    canary_responder.current = judging(down=frozenset({"O1"}))
     code = main(canary_args(command_files, "--json", "-"))
     out, err = capsys.readouterr()
     assert code == 1
@@ -271,7 +259,7 @@ def test_command_fails_on_the_error_rate(
     assert correct["kappa"] == pytest.approx(32 / 41)
     assert "error rate 0.100 (2 ERROR verdicts) > 0.03" in err
     # A higher maximum lets the same run pass.
-    responder.current = judging(down=frozenset({"O1"}))
+    canary_responder.current = judging(down=frozenset({"O1"}))
     assert main(canary_args(command_files, "--max-error-rate", "0.2")) == 0
     capsys.readouterr()
 
@@ -344,14 +332,14 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_command_line_with_the_gemini_backend(
-    server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]], tmp_path: Path
+    canary_server: JudgeServer, canary_set: tuple[Path, Path, dict[str, str]], tmp_path: Path
 ) -> None:
     traces, label_file, _ = canary_set
     rubric = _write(tmp_path / "rubric.yaml", RUBRIC.replace("MODEL", "gemini-2.5-flash"))
     # The default 60 requests a minute would space the ten calls a second apart.
     config = _write(tmp_path / "sidecar.yaml", "judge: {requests_per_minute: 6000}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "GOOGLE_"))}
-    env |= {"GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url}
+    env |= {"GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": canary_server.base_url}
     result = subprocess.run(
         [
             sys.executable,
@@ -384,4 +372,4 @@ def test_command_line_with_the_gemini_backend(
     )
     assert document["criteria"][0]["kappa"] == pytest.approx(0.8)
     assert "canary passed" in result.stderr  # the table goes to stderr when JSON is on stdout
-    assert all(r.path.endswith("gemini-2.5-flash:generateContent") for r in server.requests)
+    assert all(r.path.endswith("gemini-2.5-flash:generateContent") for r in canary_server.requests)

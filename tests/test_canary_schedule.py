@@ -1,8 +1,8 @@
-"""The service's canary schedule, driven by an injected clock, against the local judge server.
+"""The service's canary schedule, driven by an injected clock, against the local judge canary_server.
 
 The canary set is the one of tests/test_canary.py (ten refund traces, O7..O10
 answered with a wrong amount, O6 labelled FAIL by the person although its
-amount is right). ``cases_per_run: 5`` makes a two-run rotation; the server
+amount is right). ``cases_per_run: 5`` makes a two-run rotation; the canary_server
 drifts (passes everything, under a new model version) after the second run,
 so the third run re-judges the first five cases with the drifted judge.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,20 +35,6 @@ WRONG_ORDERS = {"O7", "O8", "O9", "O10"}
 
 
 @pytest.fixture
-def responder() -> Responder:
-    return Responder()
-
-
-@pytest.fixture
-def server(responder: Responder) -> Iterator[JudgeServer]:
-    judge = JudgeServer(responder=responder).start()
-    try:
-        yield judge
-    finally:
-        judge.stop()
-
-
-@pytest.fixture
 def rubrics_dir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A rubric folder with a canary block whose files sit in a subfolder beside it."""
     folder = tmp_path / "rubrics"
@@ -68,11 +53,11 @@ def rubrics_dir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 class Rig:
-    def __init__(self, server: JudgeServer, folder: Path) -> None:
+    def __init__(self, canary_server: JudgeServer, folder: Path) -> None:
         self.clock = FakeClock(start=0.0)
         self.metrics = Metrics()
         self.service = JudgeService(
-            GeminiBackend(base_url=server.base_url, api_key="test-key"),
+            GeminiBackend(base_url=canary_server.base_url, api_key="test-key"),
             JudgeSettings(max_attempts=1, breaker_failures=3, concurrency=1),
             self.metrics,
             clock=self.clock,
@@ -104,13 +89,13 @@ def agreement(version: str, criterion: str, statistic: str) -> tuple[str, ...]:
 
 
 async def test_rotation_schedule_gauges_and_drift(
-    server: JudgeServer,
-    responder: Responder,
+    canary_server: JudgeServer,
+    canary_responder: Responder,
     rubrics_dir: tuple[Path, dict[str, str]],
 ) -> None:
     folder, ids = rubrics_dir
     order_of = {trace: order for order, trace in ids.items()}
-    rig = Rig(server, folder)
+    rig = Rig(canary_server, folder)
     (canary,) = rig.schedule.sets
     rotation = [c.transcript.trace_id for c in canary.cases]
     assert rotation == sorted(ids.values())
@@ -120,20 +105,20 @@ async def test_rotation_schedule_gauges_and_drift(
         # Run 1 at start-up: the first five cases by trace id.
         (report,) = await rig.schedule.tick(0.0)
         assert report.cases == 5
-        assert len(server.requests) == 5
-        sent = " ".join(json.dumps(r.body) for r in server.requests)
+        assert len(canary_server.requests) == 5
+        sent = " ".join(json.dumps(r.body) for r in canary_server.requests)
         assert all(f"order {order_of[t]}." in sent for t in first)
         assert not any(f"order {order_of[t]}." in sent for t in second)
         # Not due again before every_s.
         assert await rig.schedule.tick(3599.0) == []
         # Run 2: the other five.
         (report2,) = await rig.schedule.tick(3600.0)
-        assert len(server.requests) == 10
+        assert len(canary_server.requests) == 10
         assert report2.cases == 5
         # The judge drifts: everything PASS, served by m-002.
-        responder.current = judging(drifted=True)
+        canary_responder.current = judging(drifted=True)
         (report3,) = await rig.schedule.tick(7200.0)
-        assert len(server.requests) == 15  # the same cases asked again: no cache
+        assert len(canary_server.requests) == 15  # the same cases asked again: no cache
 
     # Run 3 judged the first five again; the ones with the wrong amount flipped FAIL -> PASS.
     wrong_first = sum(1 for t in first if order_of[t] in WRONG_ORDERS)
@@ -171,11 +156,11 @@ async def test_rotation_schedule_gauges_and_drift(
 
 
 async def test_kappa_and_agreement_per_run(
-    server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+    canary_server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
 ) -> None:
     folder, ids = rubrics_dir
     order_of = {trace: order for order, trace in ids.items()}
-    rig = Rig(server, folder)
+    rig = Rig(canary_server, folder)
     async with rig.service:
         (report,) = await rig.schedule.tick(0.0)
     # Recompute by hand from the slice: humans FAIL O6..O10, the good judge FAILs O7..O10.
@@ -204,17 +189,19 @@ async def test_kappa_and_agreement_per_run(
 
 
 async def test_canary_failures_open_the_shared_breaker(
-    server: JudgeServer, responder: Responder, rubrics_dir: tuple[Path, dict[str, str]]
+    canary_server: JudgeServer,
+    canary_responder: Responder,
+    rubrics_dir: tuple[Path, dict[str, str]],
 ) -> None:
     folder, _ = rubrics_dir
-    responder.current = judging(down=frozenset(f"O{n}" for n in range(1, 11)))
-    rig = Rig(server, folder)
+    canary_responder.current = judging(down=frozenset(f"O{n}" for n in range(1, 11)))
+    rig = Rig(canary_server, folder)
     async with rig.service:
         (report,) = await rig.schedule.tick(0.0)
         # The breaker opened on the canary's failures; production calls see it too.
         rubric, transcript = refund_rubric(), refund_transcript()
         result = await rig.service.judge(rubric, transcript, screen_case(rubric, transcript))
-    assert len(server.requests) == 3
+    assert len(canary_server.requests) == 3
     assert result.error_reason == "judge_unavailable"
     assert not report.passed
     assert rig.gauges()[agreement("none", "correct_amount", "error_rate")] == 1.0
@@ -225,10 +212,10 @@ async def test_canary_failures_open_the_shared_breaker(
 
 
 async def test_run_loop_sleeps_on_the_clock_until_stopped(
-    server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+    canary_server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
 ) -> None:
     folder, _ = rubrics_dir
-    rig = Rig(server, folder)
+    rig = Rig(canary_server, folder)
     stop = asyncio.Event()
     slept: list[float] = []
 
@@ -246,7 +233,7 @@ async def test_run_loop_sleeps_on_the_clock_until_stopped(
         await asyncio.wait_for(schedule.run(stop), timeout=60)
     # Runs at 0, 3600 and 7200 (then stopped while asleep): three runs, each an hour apart.
     assert slept == [3600.0, 3600.0, 3600.0]
-    assert len(server.requests) == 15
+    assert len(canary_server.requests) == 15
 
 
 def test_missing_canary_files_stop_start_up(
