@@ -19,6 +19,10 @@ Shutdown order (SIGTERM or ``stop`` set):
 
 Bounds and isolation:
 
+- planning a trace (transcript, checks, screening) is CPU work; it runs on a
+  worker thread (:mod:`sidecar.offload`), so a slow check never stops the loop
+  from answering probes or sending the group's heartbeats;
+
 - at most ``max_inflight_traces`` traces are evaluated at once, however many
   come due together: the rest wait in the assembler (or, decided early, in a
   queue) holding their offsets, and the partitions are paused meanwhile;
@@ -51,14 +55,16 @@ from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
 from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
+from sidecar.checks import run_checks
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
 from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
 from sidecar.model import DecideReason, RecordRef, Span, Trace
+from sidecar.offload import Offload, PlanThread
 from sidecar.offsets import OffsetTracker
-from sidecar.pipeline import Case, Fault, judge_cases, plan
+from sidecar.pipeline import Case, Fault, RunChecks, judge_cases, plan
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
@@ -78,8 +84,9 @@ class Service:
 
     Seams are parameters: judge, spans, metrics, the broker clients (factories
     called in ``start``; ``labels`` only when review is enabled), the clock
-    with its ``sleep``, and the record decoder. The service is its source's
-    rebalance listener.
+    with its ``sleep``, the record decoder, where planning runs (``offload``:
+    a worker thread by default, :func:`sidecar.offload.inline` in stepped
+    tests) and the check runner. The service is its source's rebalance listener.
     """
 
     def __init__(
@@ -96,9 +103,17 @@ class Service:
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         decoder: Decoder = decode,
+        offload: Offload | None = None,
+        checks: RunChecks = run_checks,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
+        self.checks = checks
+        # Planning (transcript, checks, screening, sampling) runs on one worker thread.
+        self._plan_thread: PlanThread | None = None
+        if offload is None:
+            offload = self._plan_thread = PlanThread()
+        self._offload: Offload = offload
         self.rubrics = list(rubrics)
         self.metrics = metrics
         self.spans = spans
@@ -249,6 +264,8 @@ class Service:
         await self.sink.stop()
         if self.judge is not None:
             await self.judge.aclose()
+        if self._plan_thread is not None:
+            self._plan_thread.close()
         self.spans.flush()
         await self.server.stop()
 
@@ -360,8 +377,16 @@ class Service:
 
     async def _finish(self, trace: Trace, token: int) -> None:
         try:
-            transcript, cases = plan(
-                trace, self.rubrics, self.sampler, self.clock(), on_fault=self._fault
+            transcript, cases = await self._offload(
+                functools.partial(
+                    plan,
+                    trace,
+                    self.rubrics,
+                    self.sampler,
+                    self.clock(),
+                    checks=self.checks,
+                    on_fault=self._fault,
+                )
             )
             for flag in transcript.flags:
                 self.metrics.flagged_traces.labels(flag=flag.value).inc()
@@ -513,6 +538,7 @@ class Service:
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Commit while the partitions are still ours, then leave their traces to the new owner."""
+        self.metrics.rebalances.labels(event="revoked").inc()
         await self._commit()
         dropped = self.assembler.drop_partitions(partitions)
         self.offsets.drop_partitions(partitions)
@@ -531,6 +557,7 @@ class Service:
     async def on_assigned(self, partitions: set[int]) -> None:
         """Learn from the commit metadata which traces the previous owner decided early."""
         log.info("partitions assigned: %s", sorted(partitions))
+        self.metrics.rebalances.labels(event="assigned").inc()
         if not partitions:
             return
         now = self.clock()

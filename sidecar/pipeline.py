@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # Screens one case (``screen_case``); a parameter of ``plan`` so tests can watch it.
 Screen = Callable[[Rubric, Transcript], Screening]
+# Runs a rubric's checks (``run_checks``); a parameter of ``plan`` (a slow check in tests).
+RunChecks = Callable[[Rubric, Transcript], tuple[CheckResult, ...]]
 
 # A rubric without a judge shows the judge nothing, so there is nothing to screen.
 NO_JUDGE = Screening(suspected=False, signals=())
@@ -124,6 +126,7 @@ def plan(
     now: float,
     *,
     screen: Screen = screen_case,
+    checks: RunChecks = run_checks,
     on_fault: OnFault = _ignore,
 ) -> tuple[Transcript, list[Case]]:
     """The trace's transcript and one case per rubric that applies; never raises."""
@@ -137,7 +140,7 @@ def plan(
     cases: list[Case] = []
     for rubric in rubrics:
         stage = "route"
-        checks: tuple[CheckResult, ...] | None = None
+        results: tuple[CheckResult, ...] | None = None
         try:
             if not route([rubric], base.resource, base.root_attributes):
                 continue
@@ -146,19 +149,19 @@ def plan(
                 continue
             transcript = mark_untrusted(base, rubric.untrusted_tools)
             stage = "checks"
-            checks = run_checks(rubric, transcript)
+            results = checks(rubric, transcript)
             stage = "screen"
             screening = screen(rubric, transcript) if rubric.judge is not None else NO_JUDGE
             stage = "sample"
             decision = sampler.decide(
-                rubric, transcript, checks, now, injection_suspected=screening.suspected
+                rubric, transcript, results, now, injection_suspected=screening.suspected
             )
         # Per-case isolation: the other rubrics of this trace are planned as usual.
         except Exception as exc:  # noqa: BLE001
             fault = _fault(stage, exc, trace.trace_id, on_fault)
-            cases.append(faulted_case(rubric, base, fault, checks))
+            cases.append(faulted_case(rubric, base, fault, results))
             continue
-        cases.append(Case(rubric, transcript, checks, decision, screening))
+        cases.append(Case(rubric, transcript, results, decision, screening))
     return base, cases
 
 

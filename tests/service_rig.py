@@ -22,6 +22,7 @@ from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, Memo
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.app import Service
+from sidecar.offload import inline
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
 
@@ -165,6 +166,7 @@ def make_rig(
         labels=lambda: labels,
         clock=clock,
         sleep=clock.sleep,
+        offload=inline,
     )
     return Rig(service, topic, source, sink, labels, clock, journal)
 

@@ -20,6 +20,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.app import Service
 from sidecar.decode import decode
 from sidecar.errors import DecodeError
+from sidecar.offload import inline
 from sidecar.records import VerdictRecord
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
@@ -79,6 +80,7 @@ async def test_every_record_ends_as_a_verdict_or_a_counted_rejection(batch: list
         sink=lambda: sink,
         clock=clock,
         sleep=clock.sleep,
+        offload=inline,
     )
     await service.start()
     try:

@@ -25,6 +25,7 @@ from sidecar.cli import main
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
 from sidecar.model import Span
+from sidecar.offload import inline
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.fuzz_shapes import proto_record
@@ -179,6 +180,7 @@ def service(topic: MemoryTopic, sink: MemorySink, **kwargs: Any) -> tuple[Servic
             sink=lambda: sink,
             clock=clock,
             sleep=clock.sleep,
+            offload=inline,
             **kwargs,
         ),
         clock,

@@ -21,6 +21,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.app import Service
 from sidecar.judge import JudgeResult, Screening
 from sidecar.model import CaseOutcome, CriterionResult, Outcome, Trace, Transcript
+from sidecar.offload import inline
 from sidecar.pipeline import Fault, judge_cases, plan
 from sidecar.replay import ReplaySummary, evaluate_traces, stream_verdicts
 from sidecar.rubric import Rubric
@@ -195,6 +196,7 @@ async def test_one_faulty_trace_gets_an_errored_verdict_and_the_partition_moves_
         sink=lambda: sink,
         clock=clock,
         sleep=clock.sleep,
+        offload=inline,
     )
     await service.start()
     try:

@@ -26,6 +26,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.app import Service
 from sidecar.handover import Handover
 from sidecar.model import DecideReason, Trace
+from sidecar.offload import inline
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.builders import trace_id
@@ -72,6 +73,7 @@ class Member:
             sink=lambda: self.sink,
             clock=self.clock,
             sleep=self.clock.sleep,
+            offload=inline,
         )
 
     async def round(self, advance: float = 0.0) -> None:

@@ -256,6 +256,13 @@ class Metrics:
             ["flag"],
             registry=r,
         )
+        self.rebalances = Counter(
+            "sidecar_kafka_rebalances_total",
+            "Partitions handed to or taken from this replica by the consumer group "
+            "(event=assigned|revoked); steady growth means replicas miss their heartbeats.",
+            ["event"],
+            registry=r,
+        )
         self.delivery_failing = Gauge(
             "sidecar_delivery_failing",
             "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
