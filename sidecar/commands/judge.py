@@ -51,8 +51,10 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.trace}: no trace {args.trace_id or ''} found in the file".replace("  ", " ")
         )
+    settings = load_settings(args.config)
     transcript = mark_untrusted(build_transcript(traces[0]), rubric.untrusted_tools)
-    request = build_request(rubric, transcript)
+    # The same per-block cap as the service, so the request shown is the one it sends.
+    request = build_request(rubric, transcript, max_block_chars=settings.judge.max_block_chars)
     screening = screen(request.blocks)
     out = sys.stdout
     out.write(
@@ -63,7 +65,6 @@ def handle(args: argparse.Namespace) -> int:
     out.write("## user content\n\n" + request.user_text + "\n\n")
     if args.dry_run:
         return 0
-    settings = load_settings(args.config)
     judge = build_judge(settings.judge, None)
     if judge is None:
         raise ConfigError(judge_credentials_hint())
@@ -73,7 +74,9 @@ def handle(args: argparse.Namespace) -> int:
     verdict: dict[str, Any] = {
         "judged": result.judged,
         "error_reason": result.error_reason,
-        "injection_suspected": screening.suspected,
+        "injection_suspected": screening.suspected or result.judge_flagged,
+        "screening_signals": list(screening.signals),
+        "judge_flagged": result.judge_flagged,
         "review": result.review,
         "tokens": {"input": result.input_tokens, "output": result.output_tokens},
         "criteria": [
