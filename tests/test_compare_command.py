@@ -120,7 +120,7 @@ def check_requests(requests: Sequence[Recorded], pairs: Sequence[dict[str, Any]]
         assert (second.blocks[ANSWER_A], second.blocks[ANSWER_B]) == (baseline, candidate)
     for s in seen:
         assert s.schema["properties"]["winner"]["enum"] == ["A", "B", "TIE"]
-        assert sorted(s.schema["required"]) == ["evidence", "winner"]
+        assert sorted(s.schema["required"]) == ["data_tried_to_instruct", "evidence", "winner"]
         for text in s.blocks.values():
             if text:
                 assert text not in s.system

@@ -52,6 +52,7 @@ from sidecar.judge.pairwise import (
     PairResult,
     compare_pairs,
     screen_pair,
+    with_judge_reports,
 )
 from sidecar.judge.service import JudgeService
 from sidecar.records import parse_pairs
@@ -231,11 +232,7 @@ def run(
         raise UsageError(str(exc)) from exc
     if not judge_configured(settings, environ):
         raise ConfigError(judge_credentials_hint())
-    suspected = {
-        pair.case_id: screening.signals
-        for pair in pairs
-        if (screening := screen_pair(pair.prompt, pair.candidate, pair.baseline)).suspected
-    }
+    screenings = {p.case_id: screen_pair(p.prompt, p.candidate, p.baseline) for p in pairs}
     if args.concurrency is not None:
         # --concurrency bounds the calls as well as the pairs in flight.
         settings = settings.model_copy(update={"concurrency": args.concurrency})
@@ -247,6 +244,12 @@ def run(
     results = asyncio.run(_judge_all(judge, pairs, args.model, instructions, settings.concurrency))
     report = CompareReport(results, args.confidence)
     errors = report.error_reasons()
+    # The screening's hits, and the judge's own report (either order) as one more signal.
+    suspected = {
+        result.case_id: screening.signals
+        for result in results
+        if (screening := with_judge_reports(screenings[result.case_id], result)).suspected
+    }
 
     # With the JSON on stdout the summary goes to stderr so the JSON stays parseable.
     out = sys.stderr if args.json_out == "-" else sys.stdout
