@@ -604,6 +604,7 @@ async def test_judge_pair_is_counted_like_a_case(judge_server: JudgeServer) -> N
         assert sent.body["generationConfig"]["responseSchema"]["required"] == [
             "evidence",
             "winner",
+            "data_tried_to_instruct",
         ]
         duration = "sidecar_judge_request_duration_seconds_count"
         assert rig.value(duration, judge_model=JUDGE_MODEL) == 1
