@@ -52,12 +52,18 @@ from typing import Any
 from sidecar.adapters.broker import LabelSource, Record, Sink, Source
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
-from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.adapters.metrics import (
+    Metrics,
+    record_rubrics,
+    record_sampling,
+    record_verdict,
+)
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.checks import run_checks
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
+from sidecar.gauges import retire
 from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
@@ -227,6 +233,7 @@ class Service:
             await self.server.stop()
             raise
         self._ready = True
+        self.metrics.ready.set(1)
         self._last_commit = self.clock()
 
     async def step(self) -> None:
@@ -258,6 +265,7 @@ class Service:
     async def close(self) -> None:
         """Shutdown step 5: leave the groups, stop the producer, close the judge, flush spans."""
         self._ready = False
+        self.metrics.ready.set(0)
         if self._labels is not None:
             await self._labels.stop()
         await self.source.stop()
@@ -546,7 +554,7 @@ class Service:
         for partition in partitions:
             self._committed.pop(partition, None)
             with contextlib.suppress(KeyError):
-                self.metrics.consumer_lag.remove(str(partition))
+                retire(self.metrics.consumer_lag, str(partition))
         if dropped:
             log.info(
                 "partitions %s revoked: %d open traces left to the new owner",

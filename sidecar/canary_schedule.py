@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,6 +48,7 @@ from sidecar.calibrate.gate import DEFAULT_MAX_ERROR_RATE
 from sidecar.calibrate.inputs import parse_labels
 from sidecar.canary import CanaryReport, canary_cases, canary_report, judge_canary
 from sidecar.errors import InputFileError, SidecarError
+from sidecar.gauges import retire
 from sidecar.judge.service import (
     CounterFamily,
     GaugeFamily,
@@ -218,7 +220,7 @@ class CanarySchedule:
                 gauge.labels(*labels).set(value)
                 written.add(labels)
             for stale in canary.exported.get(row.criterion, set()) - written:
-                gauge.remove(*stale)
+                retire(gauge, *stale, last=math.nan)
             canary.exported[row.criterion] = written
             if row.gate:
                 self._metrics.canary_kappa_threshold.labels(

@@ -134,6 +134,8 @@ class Settings(BaseSettings):
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
+    # Service processes in one consumer group (``sidecar run --workers`` overrides it).
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
     shutdown_timeout_s: Annotated[float, Field(gt=0)] = 20.0
 
     @classmethod

@@ -33,7 +33,16 @@ def test_the_request_shown_is_cut_to_the_configured_block_cap(
     config = tmp_path / "config.yaml"
     config.write_text(f"judge:\n  max_block_chars: {cap}\n")
     code = main(
-        ["judge", "--rubric", str(rubric), "--trace", str(traces), "--config", str(config), "--dry-run"]
+        [
+            "judge",
+            "--rubric",
+            str(rubric),
+            "--trace",
+            str(traces),
+            "--config",
+            str(config),
+            "--dry-run",
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0

@@ -62,7 +62,19 @@ def test_compare_lists_a_pair_only_the_judge_flagged(
         answer("A", False), answer("B", False), answer("A", False), answer("B", True)
     )
     args = build_parser().parse_args(
-        ["compare", "--pairs", str(tmp_path / "pairs.jsonl"), "--model", MODEL, "--config", str(tmp_path / "sidecar.yaml"), "--json", "-", "--concurrency", "1"]
+        [
+            "compare",
+            "--pairs",
+            str(tmp_path / "pairs.jsonl"),
+            "--model",
+            MODEL,
+            "--config",
+            str(tmp_path / "sidecar.yaml"),
+            "--json",
+            "-",
+            "--concurrency",
+            "1",
+        ]
     )
     code = compare_command.run(args, sleep=_no_sleep)
     out, err = capsys.readouterr()

@@ -145,6 +145,7 @@ class Metrics:
             "sidecar_judge_breaker_open",
             "1 while the judge circuit breaker is open.",
             ["judge_model"],
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.judge_model_version_info = Gauge(
@@ -152,11 +153,13 @@ class Metrics:
             "1 for the model version that last answered for a judge model (what the model "
             "service says served it; unknown when it did not say); the one it replaced is removed.",
             ["judge_model", "judge_model_version"],
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.judge_queue_depth = Gauge(
             "sidecar_judge_queue_depth",
             "Cases waiting for the judge.",
+            multiprocess_mode="livesum",
             registry=r,
         )
         self.self_preference = Counter(
@@ -193,6 +196,7 @@ class Metrics:
             "sidecar_judge_human_agreement",
             "Rolling agreement between judge and human labels (kappa|agreement).",
             ["rubric", "rubric_version", "judge_model", "criterion", "statistic"],
+            multiprocess_mode="livemostrecent",
             registry=r,
         )
         self.human_labels = Counter(
@@ -235,7 +239,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        self.open_traces = Gauge("sidecar_open_traces", "Traces being assembled.", registry=r)
+        self.open_traces = Gauge(
+            "sidecar_open_traces",
+            "Traces being assembled.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
         self.late_spans = Counter(
             "sidecar_late_spans_total",
             "Spans that arrived after their trace was decided.",
@@ -247,7 +256,11 @@ class Metrics:
             registry=r,
         )
         self.consumer_lag = Gauge(
-            "sidecar_consumer_lag", "Records behind the partition end.", ["partition"], registry=r
+            "sidecar_consumer_lag",
+            "Records behind the partition end.",
+            ["partition"],
+            multiprocess_mode="livesum",
+            registry=r,
         )
         self.flagged_traces = Counter(
             "sidecar_flagged_traces_total",
@@ -263,15 +276,24 @@ class Metrics:
             ["event"],
             registry=r,
         )
+        self.ready = Gauge(
+            "sidecar_ready",
+            "1 while this process is ready (consumer joined, records acknowledged); "
+            "with --workers, the sum over live workers.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
         self.delivery_failing = Gauge(
             "sidecar_delivery_failing",
             "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.rubric_info = Gauge(
             "sidecar_rubric_info",
             "Loaded rubrics (value 1).",
             ["rubric", "rubric_version", "judge_model"],
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.rubric_unversioned_changes = Counter(
@@ -281,7 +303,13 @@ class Metrics:
             ["rubric", "rubric_version"],
             registry=r,
         )
-        self.build_info = Gauge("sidecar_build_info", "Build information.", ["version"], registry=r)
+        self.build_info = Gauge(
+            "sidecar_build_info",
+            "Build information.",
+            ["version"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
         self.build_info.labels(version=__version__).set(1)
 
         # Canary sets (DESIGN 13): apart from the production families above.
@@ -297,6 +325,7 @@ class Metrics:
                 "criterion",
                 "statistic",
             ],
+            multiprocess_mode="livemostrecent",
             registry=r,
         )
         self.canary_kappa_threshold = Gauge(
@@ -304,6 +333,7 @@ class Metrics:
             "Kappa a gated criterion's canary must reach (the rubric's calibration threshold, "
             "else 0.4).",
             ["rubric", "criterion"],
+            multiprocess_mode="livemax",
             registry=r,
         )
         self.canary_runs = Counter(

@@ -1,10 +1,12 @@
-"""``sidecar run --config FILE``: the service."""
+"""``sidecar run --config FILE [--workers N]``: the service (N processes: :mod:`sidecar.workers`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import time
 from pathlib import Path
@@ -14,10 +16,12 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import verdict_spans
 from sidecar.app import Service
 from sidecar.canary_schedule import CanarySchedule, load_sets
+from sidecar.errors import UsageError
 from sidecar.fingerprint import check_fingerprint
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
 from sidecar.wiring import build_judge
+from sidecar.workers import Supervisor, worker_command, worker_index
 
 
 def register(sub: Any) -> None:
@@ -26,6 +30,12 @@ def register(sub: Any) -> None:
         "--config", type=Path, help="YAML settings file (SIDECAR_* env overrides it)"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="service processes in one consumer group, one per core "
+        "(default: the workers setting, 1)",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -34,10 +44,22 @@ def handle(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = load_settings(args.config)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    workers = args.workers if args.workers is not None else settings.workers
     rubrics = load_rubrics(settings.rubrics_dir)
-    for rubric in rubrics:
-        if (fingerprint := check_fingerprint(rubric)).warning:
-            logging.getLogger("sidecar").warning("%s", fingerprint.message)
+    index = worker_index()
+    if index in (None, 0):
+        for rubric in rubrics:
+            if (fingerprint := check_fingerprint(rubric)).warning:
+                logging.getLogger("sidecar").warning("%s", fingerprint.message)
+    if workers > 1:
+        # Settings and rubrics are valid (checked above): start the workers.
+        supervisor = Supervisor(settings, worker_command(args.config, args.log_level), workers)
+        logging.getLogger("sidecar").info(
+            "starting %d workers, metrics on :%d", workers, settings.metrics.port
+        )
+        return asyncio.run(_supervise(supervisor))
     metrics = Metrics(max_agents=settings.metrics.max_agents)
     spans = verdict_spans(
         enabled=settings.otel.enabled,
@@ -45,7 +67,9 @@ def handle(args: argparse.Namespace) -> int:
         timeout_s=settings.otel.shutdown_timeout_s,
     )
     judge = build_judge(settings.judge, metrics)
-    sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if judge is not None else []
+    # Under a supervisor only worker 0 runs the canaries, so their spend does not grow with N.
+    canary_worker = judge is not None and index in (None, 0)
+    sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if canary_worker else []
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
     service = Service(settings, rubrics, metrics=metrics, spans=spans, judge=judge)
     logging.getLogger("sidecar").info(
@@ -58,16 +82,38 @@ def handle(args: argparse.Namespace) -> int:
         "on" if judge is not None else "off (no credentials)",
         len(sets),
     )
-    asyncio.run(_run(service, canaries))
+    asyncio.run(_run(service, canaries, orphan_watch=index is not None))
     spans.shutdown()
     return 0
 
 
-async def _run(service: Service, canaries: CanarySchedule | None) -> None:
+async def _supervise(supervisor: Supervisor) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return await supervisor.run(stop)
+
+
+async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
+    """A worker whose supervisor died (even by SIGKILL) shuts down instead of running on."""
+    while not stop.is_set():
+        if os.getppid() != parent:
+            logging.getLogger("sidecar").error("the supervisor exited; this worker stops")
+            stop.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+
+
+async def _run(
+    service: Service, canaries: CanarySchedule | None, *, orphan_watch: bool = False
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.create_task(_watch_parent(os.getppid(), stop)) if orphan_watch else None
     # A plain task, not a TaskGroup: the service's own errors must reach the CLI unwrapped.
     canary_task = asyncio.create_task(canaries.run(stop)) if canaries is not None else None
     try:
@@ -76,3 +122,5 @@ async def _run(service: Service, canaries: CanarySchedule | None) -> None:
         stop.set()  # the service ended (or failed): the canaries end with it
         if canary_task is not None:
             await canary_task
+        if watch is not None:
+            await watch

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import random
 import re
 import time
@@ -55,6 +56,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
+from sidecar.gauges import retire
 from sidecar.judge import JudgeResult, all_error, apply_injection_policy
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
@@ -458,7 +460,7 @@ class JudgeService:
             return
         info = self._state.judge_model_version_info
         if previous is not None:
-            info.remove(model, previous)
+            retire(info, model, previous, last=math.nan)
         info.labels(judge_model=model, judge_model_version=version).set(1)
         self._versions[model] = version
 

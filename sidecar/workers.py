@@ -1,0 +1,214 @@
+"""``sidecar run --workers N``: N service processes in one consumer group, one metrics endpoint.
+
+The service is CPU-bound Python, so one process uses one core. With
+``--workers N`` the command becomes a small supervisor:
+
+- it starts N worker processes, each a whole ``sidecar run`` (the same config)
+  in the same consumer group, so Kafka spreads the partitions over them; only
+  worker 0 runs the canary schedule, so canary judge spend does not grow with N;
+- the workers write their metrics with prometheus-client's multiprocess mode
+  into a private directory; the supervisor serves them, summed, on the
+  configured metrics port. Counters and histograms are exact sums over the
+  workers (also over workers that exited); each gauge declares how workers
+  combine (``multiprocess_mode``: queue depth, open traces and lag add up,
+  flags take the maximum). Each worker's own endpoint is on a free loopback
+  port, for debugging only;
+- ``/healthz`` is 200 while every worker process is alive; ``/readyz`` is 200
+  when all N workers report ready (``sidecar_ready`` summed) and none fails
+  to deliver (``sidecar_delivery_failing``);
+- a worker that exits unexpectedly is started again after a back-off (1 s
+  doubling to 30 s), counted in ``sidecar_worker_restarts_total``; its
+  partitions go to the others meanwhile, and its uncommitted records are read
+  again (at-least-once, as for any replica);
+- SIGTERM or SIGINT is passed to every worker, which shuts down as one
+  replica does; workers still running after ``shutdown_timeout_s`` + 15 s are
+  killed. The exit code is 0 when every worker exited 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from sidecar.adapters.http import MetricsServer
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Set in a worker's environment: its index (0 runs the canaries).
+WORKER_INDEX_ENV = "SIDECAR_WORKER_INDEX"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+KILL_GRACE_S = 15.0
+BACKOFF_MAX_S = 30.0
+
+
+def worker_index(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
+    """This process's worker index, or None when it is not a supervised worker."""
+    value = environ.get(WORKER_INDEX_ENV)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+@dataclass
+class _Worker:
+    index: int
+    proc: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+    backoff: float = 1.0
+    exit_codes: list[int] = field(default_factory=list)
+
+
+class Supervisor:
+    """Runs ``workers`` copies of ``command`` and serves their metrics as one."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        command: Sequence[str],
+        workers: int,
+        *,
+        metrics_dir: Path | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {workers}")
+        self.settings = settings
+        self.command = list(command)
+        self.workers = [_Worker(i) for i in range(workers)]
+        self._own_dir = metrics_dir is None
+        self.metrics_dir = metrics_dir or Path(tempfile.mkdtemp(prefix="sidecar-metrics-"))
+        self.registry = CollectorRegistry()
+        MultiProcessCollector(self.registry, path=str(self.metrics_dir))  # type: ignore[no-untyped-call]
+        self.restarts = Counter(
+            "sidecar_worker_restarts_total",
+            "Worker processes started again after they exited unexpectedly.",
+            registry=self.registry,
+        )
+        self.workers_alive = Gauge(
+            "sidecar_workers_alive", "Worker processes running.", registry=self.registry
+        )
+        self.server = MetricsServer(
+            self.registry, self._readiness, settings.metrics.host, settings.metrics.port
+        )
+        self._stopping = asyncio.Event()
+
+    # -- processes -------------------------------------------------------------------
+
+    def _env(self, index: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                WORKER_INDEX_ENV: str(index),
+                MULTIPROC_ENV: str(self.metrics_dir),
+                # Each worker's own endpoint: loopback, a free port (debugging only).
+                "SIDECAR_METRICS__HOST": "127.0.0.1",
+                "SIDECAR_METRICS__PORT": "0",
+            }
+        )
+        return env
+
+    async def _spawn(self, worker: _Worker) -> None:
+        worker.proc = await asyncio.create_subprocess_exec(
+            *self.command, env=self._env(worker.index), stdin=asyncio.subprocess.DEVNULL
+        )
+        log.info("worker %d started (pid %d)", worker.index, worker.proc.pid)
+
+    async def _keep(self, worker: _Worker) -> None:
+        """Run one worker; start it again after a back-off when it exits unexpectedly."""
+        while True:
+            await self._spawn(worker)
+            assert worker.proc is not None
+            code = await worker.proc.wait()
+            mark_process_dead(worker.proc.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
+            worker.exit_codes.append(code)
+            if self._stopping.is_set():
+                return
+            log.error(
+                "worker %d (pid %d) exited with %d; starting it again in %.0fs",
+                worker.index,
+                worker.proc.pid,
+                code,
+                worker.backoff,
+            )
+            self.restarts.inc()
+            worker.restarts += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), worker.backoff)
+            worker.backoff = min(worker.backoff * 2, BACKOFF_MAX_S)
+            if self._stopping.is_set():
+                return
+
+    def _alive(self) -> int:
+        return sum(1 for w in self.workers if w.proc is not None and w.proc.returncode is None)
+
+    # -- probes ----------------------------------------------------------------------
+
+    def _summed(self, name: str) -> float | None:
+        for family in self.registry.collect():
+            if family.name == name:
+                return sum(sample.value for sample in family.samples)
+        return None
+
+    def _readiness(self) -> tuple[bool, str]:
+        self.workers_alive.set(self._alive())
+        total = len(self.workers)
+        if self._alive() < total:
+            return False, f"not ready: {self._alive()} of {total} workers running"
+        ready = int(self._summed("sidecar_ready") or 0)
+        if ready < total:
+            return False, f"not ready: {ready} of {total} workers ready"
+        if (self._summed("sidecar_delivery_failing") or 0) > 0:
+            return False, "not ready: a worker's records are not acknowledged by Kafka"
+        return True, f"ready: {total} workers"
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until ``stop`` is set, then stop the workers; 0 when all exited 0."""
+        await self.server.start()
+        keepers = [asyncio.create_task(self._keep(w)) for w in self.workers]
+        try:
+            await stop.wait()
+        finally:
+            self._stopping.set()
+            await self._terminate(keepers)
+            await self.server.stop()
+            if self._own_dir:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+        last = [w.exit_codes[-1] if w.exit_codes else 0 for w in self.workers]
+        return 0 if all(code == 0 for code in last) else 1
+
+    async def _terminate(self, keepers: list[asyncio.Task[None]]) -> None:
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.send_signal(signal.SIGTERM)
+        grace = self.settings.shutdown_timeout_s + KILL_GRACE_S
+        _, pending = await asyncio.wait(keepers, timeout=grace)
+        for worker in self.workers:
+            if worker.proc is not None and worker.proc.returncode is None:
+                log.error("worker %d did not stop in %.0fs; killing it", worker.index, grace)
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+        for task in pending:
+            task.cancel()
+
+
+def worker_command(config: Path | None, log_level: str) -> list[str]:
+    """The command line of one worker: ``sidecar run`` with the same config, one process."""
+    command = [sys.executable, "-m", "sidecar", "run", "--workers", "1", "--log-level", log_level]
+    if config is not None:
+        command += ["--config", str(config)]
+    return command
