@@ -19,6 +19,7 @@ compare the ratios printed at the end, which are measured in the same run.
     .venv/bin/python bench/bench_kafka.py [--traces 10000] [--partitions 3]
         [--bootstrap HOST:PORT] [--otelcol PATH] [--skip collector,sidecar]
         [--profile stacks.txt]   # sidecar run sampled by py-spy (collapsed stacks)
+        [--workers 1,2]          # sidecar run once per worker count (sidecar run --workers N)
 
 Without ``--bootstrap`` (or ``SIDECAR_TEST_KAFKA``) a broker is started with
 ``scripts/kafka/broker.py`` and stopped afterwards. The last line is one
@@ -275,10 +276,25 @@ service:
         log.close()
 
 
+def tree_rss_mb(pid: int) -> float | None:
+    """Peak RSS of ``pid`` plus its children's (the workers under ``--workers``)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
+    sizes = [size for p in pids if (size := peak_rss_mb(p)) is not None]
+    return sum(sizes) if sizes else None
+
+
 def sidecar(
-    bootstrap: str, topic: str, load: Load, work: Path, profile: Path | None = None
+    bootstrap: str,
+    topic: str,
+    load: Load,
+    work: Path,
+    profile: Path | None = None,
+    workers: int = 1,
 ) -> Result:
     port = free_port()
+    work = work / f"sidecar-w{workers}"
+    work.mkdir()
     rubrics = work / "rubrics"
     rubrics.mkdir()
     (rubrics / "bench.yaml").write_text(RUBRIC)
@@ -302,7 +318,16 @@ otel: {{enabled: false}}
     log_path = work / "sidecar.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sidecar", "run", "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "sidecar",
+            "run",
+            "--config",
+            str(config),
+            "--workers",
+            str(workers),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -329,16 +354,21 @@ otel: {{enabled: false}}
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+    rss: list[float] = []
     try:
         seconds = timed_by_metrics(
             proc,
             log_path,
             f"http://127.0.0.1:{port}/metrics",
             lambda t: metric_sum(t, "sidecar_spans_total") > 0,
-            lambda t: metric_sum(t, "sidecar_cases_total") >= load.traces,
+            lambda t: (
+                metric_sum(t, "sidecar_cases_total") >= load.traces
+                and bool(rss.append(tree_rss_mb(proc.pid) or 0.0) or True)
+            ),
             "sidecar run",
         )
-        return Result("sidecar run (judge off)", seconds, load.spans, peak_rss_mb(proc.pid))
+        reader = f"sidecar run, {workers} worker{'s' if workers > 1 else ''}"
+        return Result(reader, seconds, load.spans, rss[-1] if rss else None)
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -360,6 +390,11 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma-separated: collector, sidecar")
     parser.add_argument(
         "--profile", type=Path, help="sample sidecar run with py-spy into this file (raw stacks)"
+    )
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="comma-separated worker counts to run sidecar with, e.g. 1,2 (default 1)",
     )
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -392,7 +427,8 @@ def main() -> None:
             if "collector" not in skip:
                 results.append(collector(args.otelcol, bootstrap, topic, load, work))
             if "sidecar" not in skip:
-                results.append(sidecar(bootstrap, topic, load, work, args.profile))
+                for n in (int(w) for w in args.workers.split(",")):
+                    results.append(sidecar(bootstrap, topic, load, work, args.profile, n))
         finally:
             if broker_state is not None:
                 subprocess.run(
@@ -407,13 +443,21 @@ def main() -> None:
     for r in results:
         rss = f", peak RSS {r.rss_mb:.0f} MB" if r.rss_mb is not None else ""
         print(f"{r.reader:<26} {r.rate:>10.0f} spans/s  ({r.seconds:.2f} s{rss})")
-    rates = {r.reader.split()[0]: r.rate for r in results}
+    rates = {_key(r.reader): r.rate for r in results}
     summary = " ".join(f"{k}={v:.0f}" for k, v in rates.items())
-    if "sidecar" in rates and "Collector" in rates:
-        summary += f" sidecar/collector={rates['sidecar'] / rates['Collector']:.3f}"
-    if "sidecar" in rates:
-        summary += f" sidecar/bare={rates['sidecar'] / rates['bare']:.3f}"
+    for key in [k for k in rates if k.startswith("sidecar")]:
+        if "Collector" in rates:
+            summary += f" {key}/collector={rates[key] / rates['Collector']:.3f}"
+        summary += f" {key}/bare={rates[key] / rates['bare']:.3f}"
+    if "sidecar_w1" in rates and "sidecar_w2" in rates:
+        summary += f" scaling_w2/w1={rates['sidecar_w2'] / rates['sidecar_w1']:.2f}"
     print(f"bench_kafka: spans={load.spans} {summary}")
+
+
+def _key(reader: str) -> str:
+    if reader.startswith("sidecar run, "):
+        return f"sidecar_w{reader.split()[2]}"
+    return reader.split()[0]
 
 
 if __name__ == "__main__":
