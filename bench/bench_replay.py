@@ -1,16 +1,24 @@
 """Replay-path throughput: spans/s through decode -> assemble -> transcript -> checks -> verdict.
 
-Baseline measured in the same run: protobuf decoding alone (``sidecar.decode``)
-of the same records, so the printed ratio says how much the rest of the
-pipeline costs on top of parsing, independent of how fast this machine is.
+Two baselines measured in the same run on the same records, so the printed
+ratios say what each layer costs, independent of how fast this machine is:
 
-    .venv/bin/python bench/bench_replay.py [--traces 2000] [--repeats 5]
+- ``attribute read``: parse each record with protobuf (upb) and read every
+  field and attribute of every span in a plain loop: the floor of any decoder;
+- ``decode only``: ``sidecar.decode`` of the records.
+
+``--verdicts FILE`` writes the verdict records of the replay, one per line in
+a stable order, and prints their sha256: run it before and after a change to
+show the verdicts are identical (``--traces 10000`` for the issue's check).
+
+    .venv/bin/python bench/bench_replay.py [--traces 2000] [--repeats 5] [--verdicts FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import statistics
 import sys
 import time
@@ -18,6 +26,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: E402
 
 from sidecar.assemble import Assembler  # noqa: E402
 from sidecar.decode import decode  # noqa: E402
@@ -32,6 +45,59 @@ from tests.integration.scenario import write_rubrics  # noqa: E402
 
 def decode_only(records: list[bytes]) -> int:
     return sum(len(decode(r)) for r in records)
+
+
+def _value(value: AnyValue) -> object:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind is not None else None
+
+
+def attribute_read(records: list[bytes]) -> int:
+    """Parse with upb and touch every span field and attribute value: no model, no checks."""
+    spans = 0
+    for record in records:
+        request = ExportTraceServiceRequest.FromString(record)
+        for resource_spans in request.resource_spans:
+            for kv in resource_spans.resource.attributes:
+                _value(kv.value)
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    spans += 1
+                    fields = [span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex()]
+                    fields += [span.name, span.kind, span.start_time_unix_nano]
+                    fields += [span.end_time_unix_nano, span.status.code, span.status.message]
+                    for kv in span.attributes:
+                        fields.append(_value(kv.value))
+                    for event in span.events:
+                        fields += [event.name, event.time_unix_nano]
+                        fields += [_value(kv.value) for kv in event.attributes]
+                    for link in span.links:
+                        fields += [link.trace_id.hex(), link.span_id.hex()]
+    return spans
+
+
+def verdict_lines(records: list[bytes], rubrics: list) -> list[str]:  # type: ignore[type-arg]
+    """The replay's verdict records as JSON lines, sorted by (trace, rubric)."""
+    verdicts = _replay(records, rubrics)
+    ordered = sorted(verdicts, key=lambda v: (v.trace_id, v.rubric_id))
+    return [v.to_json() for v in ordered]
+
+
+def _replay(records: list[bytes], rubrics: list) -> list:  # type: ignore[type-arg]
+    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
+    traces = []
+    for record in records:
+        traces.extend(assembler.add(decode(record), 0.0))
+    traces.extend(assembler.drain(DecideReason.FLUSH))
+    return asyncio.run(
+        evaluate_traces(
+            traces, rubrics, Sampler(judge_enabled=False), judge=None, summary=ReplaySummary()
+        )
+    )
 
 
 def pipeline(records: list[bytes], rubrics: list) -> int:  # type: ignore[type-arg]
@@ -61,6 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--verdicts", type=Path, help="write the verdict records here, sorted")
     args = parser.parse_args()
     cases = make_cases(args.traces, seed=1)
     records = [part for c in cases for part in split_requests(c.spans, 2)]
@@ -68,17 +135,32 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         rubrics = load_rubrics(write_rubrics(Path(tmp)))
-    base_rates, full_rates = [], []
+    if args.verdicts is not None:
+        lines = verdict_lines(records, rubrics)
+        text = "".join(line + "\n" for line in lines)
+        args.verdicts.write_text(text)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        print(f"verdicts: {len(lines)} records to {args.verdicts}, sha256 {digest}")
+    read_rates, base_rates, full_rates = [], [], []
     for _ in range(args.repeats):
+        seconds, spans = timed(attribute_read, records)
+        read_rates.append(spans / seconds)
         seconds, spans = timed(decode_only, records)
         base_rates.append(spans / seconds)
         seconds, spans = timed(pipeline, records, rubrics)
         full_rates.append(spans / seconds)
+    read = statistics.median(read_rates)
     base, full = statistics.median(base_rates), statistics.median(full_rates)
     print(f"records {len(records)}, spans {spans}, traces {len(cases)}, repeats {args.repeats}")
-    print(f"baseline decode only : median {base:10.0f} spans/s")
-    print(f"full replay pipeline : median {full:10.0f} spans/s")
-    print(f"ratio pipeline/decode: {full / base:.3f}")
+    print(f"baseline attribute read: median {read:10.0f} spans/s")
+    print(f"baseline decode only   : median {base:10.0f} spans/s")
+    print(f"full replay pipeline   : median {full:10.0f} spans/s")
+    print(f"ratio decode/read      : {base / read:.3f}")
+    print(f"ratio pipeline/decode  : {full / base:.3f}")
+    print(
+        f"bench_replay: spans={spans} read={read:.0f} decode={base:.0f} replay={full:.0f} "
+        f"decode/read={base / read:.3f} replay/decode={full / base:.3f}"
+    )
 
 
 if __name__ == "__main__":
