@@ -25,7 +25,8 @@ waits while every slot is taken. Each verdict goes to :class:`Output` with
 committed to the backfill's own group.
 
 Time arguments (:func:`parse_time`): ISO-8601 (a time without a zone is UTC),
-``now``, or relative to now, ``-30s``, ``-30m``, ``-2h``, ``-1d``, ``-1w``.
+``now``, or a time ago: ``30s``, ``30m``, ``2h``, ``1d``, ``1w``, also with a
+minus (``--from=-2h``; argparse takes ``--from -2h`` for an option).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from sidecar.verdict import Verdict
 Decoder = Callable[[bytes, Encoding], list[Span]]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_RELATIVE = re.compile(r"-(\d+(?:\.\d+)?)([smhdw])")
+_RELATIVE = re.compile(r"-?(\d+(?:\.\d+)?)([smhdw])")
 TIME_EXAMPLES = (
     "ISO-8601 like 2026-05-01T12:00:00Z (no zone = UTC), or relative like -2h, -30m, -1d"
 )

@@ -44,6 +44,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from sidecar.adapters.broker import Sink
 from sidecar.adapters.exposition import labelled
 from sidecar.adapters.history import KafkaHistory
 from sidecar.adapters.http import MetricsServer
@@ -78,7 +79,7 @@ def register(sub: Any) -> None:
         dest="since",
         required=True,
         metavar="TIME",
-        help="start: ISO-8601 (2026-05-01T12:00:00Z; no zone = UTC) or relative (-2h, -30m, -1d)",
+        help="start: ISO-8601 (2026-05-01T12:00:00Z; no zone = UTC) or a time ago (2h, 30m, 1d)",
     )
     parser.add_argument(
         "--to",
@@ -108,7 +109,7 @@ class KafkaOutput:
 
     def __init__(
         self,
-        sink: KafkaSink,
+        sink: Sink,
         metrics: Metrics,
         redaction: Redaction,
         *,
