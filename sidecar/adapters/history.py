@@ -57,6 +57,12 @@ class KafkaHistory:
         if self._topic not in topics:
             await self._consumer.stop()
             raise SourceError(f"the spans topic {self._topic!r} does not exist (kafka.topic)")
+        # A consumer learns a topic's partitions by subscribing; assigning by hand, its client
+        # is asked (as sidecar.adapters.kafka asks the coordinator for commit metadata).
+        try:
+            await self._consumer._client.add_topic(self._topic)
+        except KafkaError as exc:
+            raise SourceError(f"reading the partitions of {self._topic} failed: {exc}") from exc
         found = self._consumer.partitions_for_topic(self._topic) or set()
         self._partitions = [TopicPartition(self._topic, p) for p in sorted(found)]
 
