@@ -8,8 +8,9 @@ Accepted inputs, detected per file:
   a 4-byte big-endian integer;
 - a single binary ``ExportTraceServiceRequest``.
 
-Every trace in the input is decided at end of input (reason ``flush``) unless
-it completed earlier; an undecodable line or message is reported and skipped,
+Every trace in the input is decided at end of input (reason ``flush``,
+:func:`end_of_input`, which ``sidecar backfill`` uses at its stop offsets too)
+unless it completed earlier; an undecodable line or message is reported and skipped,
 never fatal. The traces are then evaluated ``concurrency`` at a time
 (``judge.concurrency``; the judge keeps its own limits on top) and each
 trace's verdicts are handed on as soon as they are decided
