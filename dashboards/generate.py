@@ -50,10 +50,12 @@ Target = dict[str, Any]
 Query = tuple[str, str]  # (PromQL expr, legend format)
 Steps = list[tuple[str, float | None]]
 
-# Label filters per metric family; each uses only labels that family has.
-CASES = 'rubric=~"$rubric", agent=~"$agent", judge_model=~"$judge_model"'
-CRITERIA = 'rubric=~"$rubric", judge_model=~"$judge_model"'
-RUBRIC = 'rubric=~"$rubric"'
+# Label filters per metric family; each uses only labels that family has, and mode, which
+# every series of a `sidecar backfill` carries: history never mixes into live figures.
+LIVE = 'mode!="backfill"'
+CASES = f'rubric=~"$rubric", agent=~"$agent", judge_model=~"$judge_model", {LIVE}'
+CRITERIA = f'rubric=~"$rubric", judge_model=~"$judge_model", {LIVE}'
+RUBRIC = f'rubric=~"$rubric", {LIVE}'
 JUDGE = 'judge_model=~"$judge_model"'
 
 # Threshold steps (color, from value); None is the base step.

@@ -36,6 +36,7 @@ COMMANDS = (
     "compare",
     "diff",
     "canary",
+    "backfill",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -227,7 +227,8 @@ class VerdictRecord(_Record):
     ``judge_model`` are required, so hand-made files may leave the rest out.
     ``rubric_hash`` and ``judge_model_version`` (provenance, DESIGN 13; when
     each is present: :mod:`sidecar.verdict`) are left out when absent, and
-    records written before them read with both ``None``.
+    records written before them read with both ``None``. ``backfill`` is
+    written only when true (a verdict of ``sidecar backfill``).
     """
 
     id: Annotated[str | None, BeforeValidator(_record_id)] = None
@@ -254,6 +255,8 @@ class VerdictRecord(_Record):
     judge_error: str | None = _left_out_when_none()
     raw_output: str | None = _left_out_when_none()
     redacted: str | None = _left_out_when_none()
+    # True on verdicts of ``sidecar backfill``; left out (read as False) on live ones.
+    backfill: bool = Field(default=False, exclude_if=lambda backfill: not backfill)
 
     @property
     def key(self) -> str:

@@ -8,8 +8,9 @@ Accepted inputs, detected per file:
   a 4-byte big-endian integer;
 - a single binary ``ExportTraceServiceRequest``.
 
-Every trace in the input is decided at end of input (reason ``flush``) unless
-it completed earlier; an undecodable line or message is reported and skipped,
+Every trace in the input is decided at end of input (reason ``flush``,
+:func:`end_of_input`, which ``sidecar backfill`` uses at its stop offsets too)
+unless it completed earlier; an undecodable line or message is reported and skipped,
 never fatal. The traces are then evaluated ``concurrency`` at a time
 (``judge.concurrency``; the judge keeps its own limits on top) and each
 trace's verdicts are handed on as soon as they are decided
@@ -24,13 +25,13 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.assemble import Assembler
 from sidecar.decode import Encoding, decode
-from sidecar.errors import DecodeError
+from sidecar.errors import DecodeError, SidecarError
 from sidecar.judge import Judge
 from sidecar.model import DecideReason, Span, Trace
 from sidecar.pipeline import Fault, judge_cases, plan
@@ -145,33 +146,52 @@ def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]
                 continue
             summary.spans += len(spans)
             traces.extend(assembler.add(spans, 0.0))
-    traces.extend(assembler.drain(DecideReason.FLUSH))
+    traces.extend(end_of_input(assembler))
     summary.traces = len(traces)
     return traces
 
 
+def end_of_input(assembler: Assembler) -> list[Trace]:
+    """The input has ended: every open trace is decided now (reason ``flush``).
+
+    A trace whose root never arrived is decided all the same; its transcript
+    flags it ``incomplete`` (and what that leaves undecidable is ERROR). Used by
+    ``replay`` at the end of its files and by ``backfill`` at its stop offsets.
+    """
+    return assembler.drain(DecideReason.FLUSH)
+
+
 async def stream_verdicts(
-    traces: Sequence[Trace],
+    traces: Iterable[Trace] | AsyncIterable[Trace],
     rubrics: Sequence[Rubric],
     sampler: Sampler,
     *,
     judge: Judge | None,
     summary: ReplaySummary,
     now: float = 0.0,
+    clock: Callable[[], float] | None = None,
     concurrency: int = 1,
 ) -> AsyncIterator[tuple[int, list[Verdict]]]:
     """Each trace's verdicts (with the trace's index), as soon as they are decided.
 
-    At most ``concurrency`` traces are evaluated at once, so at most that many
-    judge requests are waiting; the order is the order they finish in.
+    ``traces`` may be a sequence or an async iterator (``sidecar backfill``
+    reading Kafka): the next trace is taken only when one of ``concurrency``
+    slots is free, and a slot frees once the caller has taken the trace's
+    verdicts, so a slow reader or a slow caller bounds the work held here.
+    The order is the order they finish in. ``clock``, when given, is the
+    sampler's time (budgets per minute and day); else ``now`` for every trace.
+    A :class:`~sidecar.errors.SidecarError` raised by ``traces`` is raised
+    here once the traces already taken are done.
     """
-    done: asyncio.Queue[tuple[int, list[Verdict]]] = asyncio.Queue()
+    done: asyncio.Queue[tuple[int, list[Verdict]] | None] = asyncio.Queue()
     slots = asyncio.Semaphore(max(1, concurrency))
+    failed: list[SidecarError] = []
 
     async def evaluate(index: int, trace: Trace) -> None:
         verdicts: list[Verdict] = []
         try:
-            transcript, cases = plan(trace, rubrics, sampler, now, on_fault=summary.fault)
+            at = clock() if clock is not None else now
+            transcript, cases = plan(trace, rubrics, sampler, at, on_fault=summary.fault)
             for flag in transcript.flags:
                 summary.flags[flag.value] = summary.flags.get(flag.value, 0) + 1
             if not cases:
@@ -181,32 +201,55 @@ async def stream_verdicts(
         except Exception as exc:
             log.exception("evaluating trace %s failed; it has no verdict", trace.trace_id)
             summary.fault(Fault("evaluate", type(exc).__name__))
-        finally:
-            slots.release()
         await done.put((index, verdicts))
 
     async def feed() -> None:
         # One task per trace, created as slots free up, so a long replay holds few tasks.
-        async with asyncio.TaskGroup() as tasks:
-            for index, trace in enumerate(traces):
-                await slots.acquire()
-                tasks.create_task(evaluate(index, trace))
+        source = _aiter(traces)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                index = 0
+                while True:
+                    await slots.acquire()
+                    try:
+                        trace = await anext(source)
+                    except StopAsyncIteration:
+                        break
+                    except SidecarError as exc:
+                        failed.append(exc)
+                        break
+                    tasks.create_task(evaluate(index, trace))
+                    index += 1
+        finally:
+            await done.put(None)
 
     feeder = asyncio.create_task(feed())
     try:
-        for _ in range(len(traces)):
-            index, verdicts = await done.get()
+        while (item := await done.get()) is not None:
+            index, verdicts = item
             for verdict in verdicts:
                 summary.verdicts += 1
                 summary.judged += int(verdict.judged)
                 key = verdict.outcome.value
                 summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
             yield index, verdicts
+            slots.release()
         await feeder
+        if failed:
+            raise failed[0]
     finally:
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
+
+
+async def _aiter(traces: Iterable[Trace] | AsyncIterable[Trace]) -> AsyncIterator[Trace]:
+    if isinstance(traces, AsyncIterable):
+        async for trace in traces:
+            yield trace
+    else:
+        for trace in traces:
+            yield trace
 
 
 async def evaluate_traces(

@@ -43,6 +43,7 @@ class KafkaSettings(_Section):
     encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"
     dead_letter_topic: str = "otlp_spans.dlq"
     verdict_topic: str = "eval_verdicts"  # empty string disables verdict records
+    backfill_verdict_topic: str = "eval_verdicts_backfill"  # sidecar backfill writes here
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_username: str | None = None

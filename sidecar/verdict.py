@@ -25,7 +25,8 @@ Provenance beside rubric id, version and judge model (DESIGN 13):
   breaker open).
 
 Both are left out of the record when absent, so records without them read
-(and write) as before.
+(and write) as before. ``backfill`` is true on verdicts ``sidecar backfill``
+made from history (``sidecar.backfill``); live verdicts leave it out.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Verdict:
     sidecar_version: str = __version__
     rubric_hash: str | None = None
     judge_model_version: str | None = None
+    # Made by ``sidecar backfill`` from history, not by the live service.
+    backfill: bool = False
 
     def to_record(self, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
         """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""

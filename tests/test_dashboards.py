@@ -108,7 +108,7 @@ SIDECAR_METRICS: dict[str, set[str]] = {
     "up": set(),
 }
 # Prometheus attaches these to every scraped series.
-TARGET_LABELS = {"job", "instance", "__name__"}
+TARGET_LABELS = {"job", "instance", "__name__", "mode"}  # mode: on every backfill series
 
 GRAFANA_BUILTINS = {"__rate_interval", "__range", "__interval", "__range_s", "__interval_ms"}
 

@@ -46,6 +46,10 @@ def _security(settings: KafkaSettings) -> dict[str, object]:
     return options
 
 
+# The same security options for every client of the cluster (also sidecar.adapters.history).
+security_options = _security
+
+
 def _unreachable(settings: KafkaSettings, exc: KafkaError) -> SourceError:
     return SourceError(
         f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}; "

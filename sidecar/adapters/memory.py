@@ -8,6 +8,7 @@ of that group; the test moves partitions with :meth:`~MemorySource.assign` and
 (on revoke while the partitions are still assigned, so the listener can commit).
 :class:`MemorySink` keeps what was sent and can be told to refuse the next sends
 with the error the Kafka sink raises. :class:`MemoryLabels` hands out pushed labels.
+:class:`MemoryHistory` reads a topic by position with record timestamps (``sidecar backfill``).
 
 Each client writes what it did to a ``journal`` (a list of short strings, which
 may be shared) so that a test can check the order of events across clients.
@@ -21,9 +22,10 @@ import asyncio
 from collections.abc import Iterable, Mapping
 
 from sidecar.adapters.broker import RebalanceListener, Record
+from sidecar.backfill import HistoryRecord
 from sidecar.errors import DeliveryError
 
-__all__ = ["MemoryLabels", "MemorySink", "MemorySource", "MemoryTopic"]
+__all__ = ["MemoryHistory", "MemoryLabels", "MemorySink", "MemorySource", "MemoryTopic"]
 
 
 class MemoryTopic:
@@ -235,3 +237,79 @@ class MemoryLabels:
     async def commit(self) -> None:
         self.commits += 1
         self.journal.append("labels.commit")
+
+
+class MemoryHistory:
+    """A ``sidecar.backfill.History`` over a :class:`MemoryTopic` whose records have timestamps.
+
+    ``timestamps[partition][offset]`` is each record's time (ms); a record
+    appended to the topic during the run is there for the next fetch, as in
+    Kafka. ``commits`` keeps what the backfill committed to its own group;
+    the topic's ``committed`` (the live group's) is never touched.
+    """
+
+    def __init__(
+        self,
+        topic: MemoryTopic,
+        timestamps: dict[int, list[int]],
+        *,
+        max_records: int = 500,
+    ) -> None:
+        self.topic = topic
+        self.timestamps = timestamps
+        self.max_records = max_records
+        self.positions_: dict[int, int] = {}
+        self.finished: set[int] = set()
+        self.commits: list[dict[int, int]] = []
+        self.fetches = 0
+        self.stopped = False
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def end_offsets(self) -> dict[int, int]:
+        return {p: self.topic.highwater(p) for p in self.topic.partitions}
+
+    async def offsets_for_time(self, timestamp_ms: int) -> dict[int, int | None]:
+        found: dict[int, int | None] = {}
+        for partition in self.topic.partitions:
+            times = self.timestamps.get(partition, [])
+            found[partition] = next((o for o, t in enumerate(times) if t >= timestamp_ms), None)
+        return found
+
+    async def assign(self, starts: Mapping[int, int]) -> None:
+        self.positions_ = dict(starts)
+
+    async def fetch(self) -> list[HistoryRecord]:
+        self.fetches += 1
+        await asyncio.sleep(0)
+        records: list[HistoryRecord] = []
+        for partition in sorted(self.positions_):
+            if partition in self.finished:
+                continue
+            start = self.positions_[partition]
+            batch = self.topic.records(partition)[start : start + self.max_records - len(records)]
+            times = self.timestamps.get(partition, [])
+            records.extend(
+                HistoryRecord(
+                    r.partition,
+                    r.offset,
+                    times[r.offset] if r.offset < len(times) else None,
+                    r.value,
+                )
+                for r in batch
+            )
+            self.positions_[partition] = start + len(batch)
+        return records
+
+    async def positions(self) -> dict[int, int]:
+        return {p: o for p, o in self.positions_.items() if p not in self.finished}
+
+    def finish(self, partitions: set[int]) -> None:
+        self.finished |= partitions
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        self.commits.append(dict(offsets))

@@ -1,0 +1,310 @@
+"""``sidecar backfill --config FILE --from TIME [--to TIME]``: evaluate history still in Kafka.
+
+The window and how it is read are in :mod:`sidecar.backfill`. What this
+command adds:
+
+- the reader is :class:`~sidecar.adapters.history.KafkaHistory` in its own
+  group, ``--group`` or ``<kafka.group_id>-backfill-<UTC time>``; the live
+  group's offsets are never read, committed or moved;
+- verdict records go to ``--topic`` or ``kafka.backfill_verdict_topic``
+  (default ``eval_verdicts_backfill``), never the live verdict topic, each
+  with ``"backfill": true``; sends are pipelined (at most ``MAX_PENDING``
+  unacknowledged) and a send is retried ``SEND_ATTEMPTS`` times before the
+  run fails (exit 1);
+- no verdict spans: the evaluated traces already carry the live service's
+  ``evaluate`` spans, and a second one in an old trace would be counted
+  again by anything that reads evaluations from traces. The records are the
+  backfill's output;
+- metrics in a registry of its own, served with ``--metrics-port`` (else not
+  at all), every sample labelled ``mode="backfill"``
+  (:mod:`sidecar.adapters.exposition`); the live service's metrics are not
+  touched;
+- judge spend is bounded as live: the rubric's sampling and the sampling
+  budgets (per real minute and day) unless ``--judge-all``, the judge's
+  limits, and ``judge.concurrency`` traces at a time;
+- a progress bar on stderr (records read of those up to the end offsets,
+  traces, verdicts) when stderr is a terminal and without ``--quiet``, and
+  always a summary line with counts and throughput.
+
+Exit 0 when done; 1 when Kafka fails or every record read was undecodable;
+2 for bad arguments or settings (a bad time names its flag and an example).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sidecar.adapters.broker import Sink
+from sidecar.adapters.exposition import labelled
+from sidecar.adapters.history import KafkaHistory
+from sidecar.adapters.http import MetricsServer
+from sidecar.adapters.kafka import KafkaSink
+from sidecar.adapters.metrics import Metrics, record_verdict
+from sidecar.assemble import Assembler
+from sidecar.backfill import BackfillSummary, Window, backfill, window_times
+from sidecar.errors import DeliveryError, UsageError
+from sidecar.redact import Redaction
+from sidecar.rubric import load_rubrics
+from sidecar.sample import Sampler
+from sidecar.settings import Settings, load_settings
+from sidecar.verdict import Verdict
+from sidecar.wiring import build_judge
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING = 1_000
+SEND_ATTEMPTS = 5
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "backfill",
+        help="evaluate history still in Kafka from a time (own group, own verdict topic)",
+    )
+    parser.add_argument(
+        "--config", type=Path, help="YAML settings file of the service (SIDECAR_* env overrides)"
+    )
+    parser.add_argument(
+        "--from",
+        dest="since",
+        required=True,
+        metavar="TIME",
+        help="start: ISO-8601 (2026-05-01T12:00:00Z; no zone = UTC) or a time ago (2h, 30m, 1d)",
+    )
+    parser.add_argument(
+        "--to",
+        dest="until",
+        metavar="TIME",
+        help="stop at the first record after this time (default: the end offsets at start)",
+    )
+    parser.add_argument(
+        "--rubrics", type=Path, help="rubric directory (default: config rubrics_dir)"
+    )
+    parser.add_argument(
+        "--judge-all", action="store_true", help="judge every case, ignoring sampling"
+    )
+    parser.add_argument(
+        "--group", help="consumer group of the backfill (default: <group_id>-backfill-<time>)"
+    )
+    parser.add_argument("--topic", help="verdict topic (default: kafka.backfill_verdict_topic)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve the backfill's metrics on this port"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=handle, error_prefix="sidecar backfill")
+
+
+class KafkaOutput:
+    """The backfill's ``Output``: metrics, then the record to the backfill topic (pipelined)."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        metrics: Metrics,
+        redaction: Redaction,
+        *,
+        max_pending: int = MAX_PENDING,
+        retry_delay_s: float = 0.5,
+    ) -> None:
+        self._sink = sink
+        self._metrics = metrics
+        self._redaction = redaction
+        self._max_pending = max_pending
+        self._retry_delay_s = retry_delay_s
+        self._pending: set[asyncio.Task[None]] = set()
+        self._failure: DeliveryError | None = None
+        self.acknowledged = 0
+
+    async def emit(self, verdict: Verdict) -> None:
+        record_verdict(self._metrics, verdict)
+        payload = verdict.to_json(self._redaction).encode()
+        while len(self._pending) >= self._max_pending:
+            await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+        self._raise_failure()
+        task = asyncio.create_task(self._send(verdict.trace_id, payload))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        if self._pending:
+            await asyncio.wait(self._pending)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    async def _send(self, trace_id: str, payload: bytes) -> None:
+        delay = self._retry_delay_s
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                await self._sink.send_verdict(trace_id, payload)
+            except DeliveryError as exc:
+                if attempt == SEND_ATTEMPTS:
+                    self._failure = self._failure or DeliveryError(
+                        f"a verdict record was not acknowledged after {attempt} attempts: {exc}"
+                    )
+                    return
+                log.warning("sending a verdict record failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+                continue
+            self.acknowledged += 1
+            return
+
+
+def _check_targets(settings: Settings, group: str, topic: str) -> None:
+    kafka = settings.kafka
+    if group == kafka.group_id:
+        raise UsageError(f"--group {group!r} is the live service's group; a backfill needs its own")
+    if topic in (kafka.verdict_topic, kafka.topic, kafka.dead_letter_topic) or not topic:
+        raise UsageError(
+            f"--topic {topic!r}: backfill verdicts go to a topic of their own "
+            f"(not {kafka.verdict_topic!r}, {kafka.topic!r} or {kafka.dead_letter_topic!r}), "
+            "e.g. eval_verdicts_backfill"
+        )
+
+
+def handle(args: argparse.Namespace) -> int:
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    started = datetime.now(UTC)
+    since, until = window_times(args.since, args.until, started)
+    settings = load_settings(args.config)
+    rubrics = load_rubrics(args.rubrics or settings.rubrics_dir)
+    group = args.group or f"{settings.kafka.group_id}-backfill-{started:%Y%m%dT%H%M%SZ}"
+    topic = args.topic or settings.kafka.backfill_verdict_topic
+    _check_targets(settings, group, topic)
+    metrics = Metrics(max_agents=settings.metrics.max_agents)
+    judge = build_judge(settings.judge, metrics)
+    sampler = Sampler(
+        judge_enabled=judge is not None,
+        per_minute=settings.sampling.budget_per_minute,
+        per_day=settings.sampling.budget_per_day,
+        warmup_traces=settings.sampling.warmup_traces,
+        judge_all=args.judge_all,
+    )
+    a = settings.assembler
+    assembler = Assembler(
+        decision_wait=a.decision_wait_s,
+        max_trace_age=a.max_trace_age_s,
+        max_open_traces=a.max_open_traces,
+        max_spans_per_trace=a.max_spans_per_trace,
+        decided_memory=a.decided_memory,
+    )
+    summary = BackfillSummary()
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("backfill"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("records, {task.fields[traces]} traces, {task.fields[verdicts]} verdicts"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=args.quiet or not err.is_terminal,
+    )
+    server = (
+        MetricsServer(
+            labelled(metrics.registry, mode="backfill"),
+            lambda: (True, f"backfill of {settings.kafka.topic} into {topic}"),
+            settings.metrics.host,
+            args.metrics_port,
+        )
+        if args.metrics_port is not None
+        else None
+    )
+
+    async def run() -> float:
+        # Kafka clients bind to the running loop, so they are made here.
+        history = KafkaHistory(settings.kafka, group)
+        sink = KafkaSink(settings.kafka.model_copy(update={"verdict_topic": topic}))
+        output = KafkaOutput(sink, metrics, settings.redaction.policy())
+        if server is not None:
+            await server.start()
+        await sink.start()
+        bar = progress.add_task("backfill", total=None, traces=0, verdicts=0)
+        reading_since = time.monotonic()
+        exported = BackfillSummary()
+
+        def on_window(window: Window) -> None:
+            nonlocal reading_since
+            reading_since = time.monotonic()
+            progress.update(bar, total=window.total)
+
+        def refresh() -> None:
+            counts = summary.evaluation
+            progress.update(
+                bar, completed=summary.read, traces=counts.traces, verdicts=counts.verdicts
+            )
+            metrics.spans.inc(counts.spans - exported.evaluation.spans)
+            metrics.kafka_records.labels(result="ok").inc(summary.read - exported.read)
+            exported.evaluation.spans, exported.read = counts.spans, summary.read
+
+        async def refresh_often() -> None:
+            while True:
+                refresh()
+                await asyncio.sleep(0.2)
+
+        refresher = asyncio.create_task(refresh_often())
+        try:
+            with progress:
+                await backfill(
+                    history,
+                    output,
+                    since=since,
+                    until=until,
+                    rubrics=rubrics,
+                    sampler=sampler,
+                    judge=judge,
+                    assembler=assembler,
+                    summary=summary,
+                    concurrency=settings.judge.concurrency,
+                    clock=time.monotonic,
+                    encoding=settings.kafka.encoding,
+                    on_window=on_window,
+                )
+                refresh()
+            return time.monotonic() - reading_since
+        finally:
+            refresher.cancel()
+            await sink.stop()
+            if judge is not None:
+                await judge.aclose()
+            if server is not None:
+                await server.stop()
+
+    elapsed = asyncio.run(run())
+    line = summary_line(summary, elapsed, group=group, topic=topic, judge_on=judge is not None)
+    print(line, file=sys.stderr)
+    if summary.read and summary.undecodable == summary.read:
+        print("sidecar backfill: no record could be decoded; is this OTLP?", file=sys.stderr)
+        return 1
+    return 0
+
+
+def summary_line(
+    summary: BackfillSummary, elapsed: float, *, group: str, topic: str, judge_on: bool
+) -> str:
+    counts = summary.evaluation
+    seconds = max(elapsed, 1e-9)
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(counts.outcomes.items())) or "none"
+    flags = ", ".join(f"{k} {v}" for k, v in sorted(counts.flags.items()))
+    return (
+        f"backfill: {summary.read} of {summary.to_read} records in {summary.partitions} partitions "
+        f"({summary.undecodable} undecodable"
+        f"{f', {summary.stopped_at_to} partitions stopped at --to' if summary.stopped_at_to else ''}"
+        f"), {counts.spans} spans, {counts.traces} traces, {counts.verdicts} verdicts "
+        f"({outcomes}) to {topic}; judged {counts.judged}{'' if judge_on else ' (judge off)'}"
+        f"{f'; flagged {flags}' if flags else ''}; {elapsed:.1f}s, "
+        f"{counts.spans / seconds:.0f} spans/s, {counts.traces / seconds:.0f} traces/s; "
+        f"group {group}"
+    )
