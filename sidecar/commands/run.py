@@ -1,4 +1,4 @@
-"""``sidecar run --config FILE [--workers N]``: the service (N processes: :mod:`sidecar.workers`)."""
+"""``sidecar run --config FILE [--workers N]``: the service (N processes: :mod:`sidecar.adapters.workers`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import verdict_spans
+from sidecar.adapters.workers import Supervisor, worker_command, worker_index
 from sidecar.app import Service
 from sidecar.canary_schedule import CanarySchedule, load_sets
 from sidecar.errors import UsageError
@@ -21,7 +22,6 @@ from sidecar.fingerprint import check_fingerprint
 from sidecar.rubric import load_rubrics
 from sidecar.settings import load_settings
 from sidecar.wiring import build_judge
-from sidecar.workers import Supervisor, worker_command, worker_index
 
 
 def register(sub: Any) -> None:
