@@ -18,18 +18,22 @@
 
 ``advice`` names the setting that captures content for the instrumentation
 that emitted the spans, read from their instrumentation scopes
-(:data:`ADVICE`); checks and judge put it in their ERROR reasons.
+(:data:`ADVICE`); checks and judge put it in their ERROR reasons, and
+:class:`CaptureWarnings` logs it once per agent and field.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
 from sidecar.conventions import Reading, Role, text_of
-from sidecar.model import Capture, Captured, Span, ToolCall
+from sidecar.model import Capture, Captured, ContentField, Span, ToolCall, Transcript
 
-__all__ = ["ADVICE", "GENERIC_ADVICE", "advice_for", "read_capture"]
+__all__ = ["ADVICE", "GENERIC_ADVICE", "CaptureWarnings", "advice_for", "read_capture"]
+
+log = logging.getLogger(__name__)
 
 _TOOL_FINISH = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "function_calls"})
 
@@ -154,9 +158,10 @@ def finish_reasons(span: Span) -> frozenset[str]:
     elif (text := text_of(value)) is not None:
         found.append(text)
     for key, item in attrs.items():
-        if (key == "llm.finish_reason" or (
-            key.startswith("gen_ai.completion.") and key.endswith(".finish_reason")
-        )) and (text := text_of(item)) is not None:
+        if (
+            key == "llm.finish_reason"
+            or (key.startswith("gen_ai.completion.") and key.endswith(".finish_reason"))
+        ) and (text := text_of(item)) is not None:
             found.append(text)
     return frozenset(r.strip().lower() for r in found)
 
@@ -168,3 +173,33 @@ def tools_offered(span: Span) -> bool:
         or key.startswith(("llm.tools.", "llm.request.functions."))
         for key in span.attributes
     )
+
+
+class CaptureWarnings:
+    """Logs, once per agent and field, that content was not captured and what to set.
+
+    Bounded: after ``limit`` distinct (agent, field) pairs it stays quiet (the
+    metric ``sidecar_content_not_captured_total`` still counts every trace).
+    """
+
+    def __init__(self, limit: int = 1000, logger: logging.Logger | None = None) -> None:
+        self.limit = limit
+        self._log = logger if logger is not None else log
+        self._warned: set[tuple[str, ContentField]] = set()
+
+    def note(self, transcript: Transcript) -> list[ContentField]:
+        """Warn about the fields of ``transcript`` not yet warned about for its agent."""
+        agent = transcript.agent_name or "unknown"
+        new = [f for f in transcript.capture.missing if (agent, f) not in self._warned]
+        new = new[: max(0, self.limit - len(self._warned))]
+        for content in new:
+            self._warned.add((agent, content))
+            self._log.warning(
+                "agent %s: %s not captured in its traces (first seen in trace %s), so the "
+                "checks and criteria that need it are ERROR; %s",
+                agent,
+                content.value.replace("_", " "),
+                transcript.trace_id,
+                transcript.capture.advice or GENERIC_ADVICE,
+            )
+        return new

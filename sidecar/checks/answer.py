@@ -105,5 +105,9 @@ def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Findin
 
 
 # The answer is the root's or the last LLM call's: truncation does not touch it.
-ANSWER_REGEX = CheckType(AnswerRegex, answer_regex, inconclusive_if_truncated=None)
-ANSWER_JSON_SCHEMA = CheckType(AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None)
+ANSWER_REGEX = CheckType(
+    AnswerRegex, answer_regex, inconclusive_if_truncated=None, about_tools=False
+)
+ANSWER_JSON_SCHEMA = CheckType(
+    AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None, about_tools=False
+)

@@ -412,5 +412,5 @@ def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
 
 # The evidence for a number may be in a tool result a truncated trace lost.
 GROUNDED_NUMBERS = CheckType(
-    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL
+    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL, about_tools=False
 )

@@ -186,5 +186,5 @@ def _undecided(expected: ExpectedCall) -> Finding:
 
 # The expected call may be among the spans a truncated trace lost.
 REQUIRED_TOOL_CALLS = CheckType(
-    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL
+    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL, about_tools=True
 )

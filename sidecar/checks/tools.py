@@ -126,7 +126,15 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
 
 
 # A truncated trace may hide a call: none of these can claim a PASS on it.
-TOOL_ALLOWLIST = CheckType(ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS)
-TOOL_DENYLIST = CheckType(ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS)
-TOOL_ARGUMENTS = CheckType(ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS)
-MAX_TOOL_CALLS = CheckType(MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS)
+TOOL_ALLOWLIST = CheckType(
+    ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+TOOL_DENYLIST = CheckType(
+    ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+TOOL_ARGUMENTS = CheckType(
+    ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+MAX_TOOL_CALLS = CheckType(
+    MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
