@@ -4,12 +4,14 @@
 #   SIDECAR_CACHE     test infrastructure: Kafka jars, the Collector, uv   (~/.cache/sidecar)
 #   SIDECAR_VENV      the project's virtualenv                           (<repo>/.venv)
 #   SIDECAR_ADK_VENV  google-adk's own virtualenv for the agent tests    (<repo>/.venv-adk)
-# Nothing here writes inside the repository except the two virtualenvs.
+#   SIDECAR_OPENAI_VENV  openai + instrumentations, for the agent tests  (<repo>/.venv-openai)
+# Nothing here writes inside the repository except the virtualenvs.
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SIDECAR_CACHE="${SIDECAR_CACHE:-$HOME/.cache/sidecar}"
 export SIDECAR_VENV="${SIDECAR_VENV:-$root/.venv}"
 export SIDECAR_ADK_VENV="${SIDECAR_ADK_VENV:-$root/.venv-adk}"
+export SIDECAR_OPENAI_VENV="${SIDECAR_OPENAI_VENV:-$root/.venv-openai}"
 
 # The uv release that installs the locked environments (uv.lock).
 uv_version="0.13.8"

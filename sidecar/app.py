@@ -60,6 +60,7 @@ from sidecar.adapters.metrics import (
 )
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.assemble import Assembler, AssemblerStats
+from sidecar.capture import CaptureWarnings
 from sidecar.checks import run_checks
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
@@ -70,7 +71,7 @@ from sidecar.judge.service import same_family
 from sidecar.model import DecideReason, RecordRef, Span, Trace
 from sidecar.offload import Offload, PlanThread
 from sidecar.offsets import OffsetTracker
-from sidecar.pipeline import Case, Fault, RunChecks, judge_cases, plan
+from sidecar.pipeline import Case, Fault, RunChecks, case_flags, is_fragment, judge_cases, plan
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
@@ -169,6 +170,7 @@ class Service:
         # Assembler stats already exported, so only deltas are added to the counters.
         self._exported = AssemblerStats()
         self._warned_self_preference: set[tuple[str, str]] = set()
+        self._capture_warnings = CaptureWarnings()
         self._review_policy = ReviewPolicy(
             audit_share=settings.review.audit_share, error_share=settings.review.error_share
         )
@@ -396,9 +398,14 @@ class Service:
                     on_fault=self._fault,
                 )
             )
-            for flag in transcript.flags:
+            for flag in case_flags(transcript, cases):
                 self.metrics.flagged_traces.labels(flag=flag.value).inc()
+            for content in transcript.capture.missing:
+                self.metrics.content_not_captured.labels(field=content.value).inc()
+            self._capture_warnings.note(transcript)
             for case in cases:
+                if is_fragment(case.rubric, case.transcript):
+                    self.metrics.fragment_traces.labels(rubric=case.rubric.id).inc()
                 record_sampling(
                     self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
                 )

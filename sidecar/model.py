@@ -134,6 +134,62 @@ class ToolCall:
     span_id: str | None = None
 
 
+class ContentField(enum.StrEnum):
+    """Content a producer may or may not capture (label of sidecar_content_not_captured_total)."""
+
+    INPUT = "input"  # what the user asked
+    ANSWER = "answer"  # what the agent answered
+    TOOL_CALLS = "tool_calls"  # which tools were called (names)
+    TOOL_CALL_ARGUMENTS = "tool_call_arguments"
+    TOOL_CALL_RESULTS = "tool_call_results"
+
+
+class Captured(enum.StrEnum):
+    CAPTURED = "captured"
+    NOT_CAPTURED = "not_captured"
+    NOT_APPLICABLE = "not_applicable"  # e.g. tool arguments of a run that called no tool
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """What the producer captured of a trace's content, field by field.
+
+    Known from the trace, never guessed: a field is ``NOT_CAPTURED`` when the
+    trace shows it exists but carries none of it (no messages on the LLM
+    spans, a tool call without arguments, a model that asked for tools
+    (``finish_reasons`` ``tool_calls``) whose calls appear nowhere).
+
+    ``requested_tool_calls``: calls known only from the model's messages (no
+    execution span). ``unseen_tool_calls``: model turns that requested tools
+    whose calls cannot be seen at all, a lower bound of the calls missing.
+    ``advice``: the producer setting that captures what is missing, named from
+    the instrumentation that emitted the spans ("" when nothing is missing).
+    """
+
+    input: Captured = Captured.CAPTURED
+    answer: Captured = Captured.CAPTURED
+    tool_calls: Captured = Captured.NOT_APPLICABLE
+    tool_call_arguments: Captured = Captured.NOT_APPLICABLE
+    tool_call_results: Captured = Captured.NOT_APPLICABLE
+    requested_tool_calls: int = 0
+    unseen_tool_calls: int = 0
+    advice: str = ""
+
+    def state(self, content: ContentField) -> Captured:
+        state: Captured = getattr(self, content.value)
+        return state
+
+    @property
+    def missing(self) -> tuple[ContentField, ...]:
+        return tuple(f for f in ContentField if self.state(f) is Captured.NOT_CAPTURED)
+
+    def reason(self, *fields: ContentField) -> str:
+        """``tool call results not captured; set ...``: the ERROR detail for ``fields``."""
+        names = " and ".join(f.value.replace("_", " ") for f in fields) or "content"
+        advice = f"; {self.advice}" if self.advice else ""
+        return f"{names} not captured{advice}"
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorSpan:
     span_id: str
@@ -171,6 +227,9 @@ class Transcript:
     flags: tuple[Flag, ...] = ()
     # Why latency_ms is None when the root span was seen (e.g. it ends before it starts).
     latency_error: str | None = None
+    capture: Capture = field(default_factory=Capture)
+    # Only LLM calls: no agent span, no tool span (an instrumented client without an agent span).
+    llm_only: bool = False
 
 
 class Outcome(enum.StrEnum):

@@ -12,6 +12,15 @@ that screening). ``judge_cases`` sends each sampled case with its screening
 to the judge and concludes its :class:`~sidecar.verdict.Verdict`. No Kafka,
 no metrics: the callers (``sidecar.app``, ``sidecar.replay``) do those.
 
+What the evidence cannot support is ERROR, never guessed: a rubric that
+expects an agent run (``Rubric.expects_agent_run``) given a trace that is one
+LLM call and nothing else (an instrumented client without an agent span) gets
+a *fragment*: flagged ``incomplete``, checks inconclusive as on a truncated
+trace, latency unknown, criteria ERROR (``incomplete``). Criteria are ERROR
+(``not_captured``) without asking the judge when any content it would be shown
+was not captured (``Transcript.capture``); the explanation names the
+producer setting.
+
 Policy for a judge that cannot be reached is the judge's own
 (``on_judge_unavailable``): with ``error`` it returns ERROR criteria; with
 ``pause`` it raises :class:`~sidecar.errors.JudgeUnavailable`, and the case
@@ -36,11 +45,21 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sidecar.checks import run_checks
 from sidecar.errors import JudgeUnavailable
 from sidecar.judge import Judge, JudgeResult, Screening, all_error, screen_case
-from sidecar.model import CheckResult, CriterionResult, Outcome, Span, Trace, Transcript
+from sidecar.model import (
+    CheckResult,
+    ContentField,
+    CriterionResult,
+    Flag,
+    Outcome,
+    Span,
+    Trace,
+    Transcript,
+)
 from sidecar.rubric import Rubric, route
 from sidecar.sample import SampleDecision, Sampler
 from sidecar.transcript import build_transcript
@@ -50,13 +69,27 @@ log = logging.getLogger(__name__)
 
 # Screens one case (``screen_case``); a parameter of ``plan`` so tests can watch it.
 Screen = Callable[[Rubric, Transcript], Screening]
-# Runs a rubric's checks (``run_checks``); a parameter of ``plan`` (a slow check in tests).
-RunChecks = Callable[[Rubric, Transcript], tuple[CheckResult, ...]]
+
+
+class RunChecks(Protocol):
+    """Runs a rubric's checks (``run_checks``); a parameter of ``plan`` (a slow check in tests)."""
+
+    def __call__(
+        self, rubric: Rubric, transcript: Transcript, *, fragment: str | None = None
+    ) -> tuple[CheckResult, ...]: ...
+
 
 # A rubric without a judge shows the judge nothing, so there is nothing to screen.
 NO_JUDGE = Screening(suspected=False, signals=())
 
 INTERNAL_ERROR = "internal_error"
+NOT_CAPTURED = "not_captured"
+INCOMPLETE = "incomplete"
+FRAGMENT = "the trace is one LLM call without an agent span, not the agent run the rubric expects"
+FRAGMENT_ADVICE = (
+    "the agent must wrap each run in one span (invoke_agent) so that its model and tool "
+    "calls share one trace"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +181,11 @@ def plan(
                 cases.append(faulted_case(rubric, base, broken))
                 continue
             transcript = mark_untrusted(base, rubric.untrusted_tools)
+            fragment = is_fragment(rubric, transcript)
+            if fragment:
+                transcript = as_fragment(transcript)
             stage = "checks"
-            results = checks(rubric, transcript)
+            results = checks(rubric, transcript, fragment=FRAGMENT if fragment else None)
             stage = "screen"
             screening = screen(rubric, transcript) if rubric.judge is not None else NO_JUDGE
             stage = "sample"
@@ -163,6 +199,23 @@ def plan(
             continue
         cases.append(Case(rubric, transcript, results, decision, screening))
     return base, cases
+
+
+def is_fragment(rubric: Rubric, transcript: Transcript) -> bool:
+    """One LLM call and nothing else, under a rubric that expects a whole agent run."""
+    return transcript.llm_only and rubric.expects_agent_run
+
+
+def as_fragment(transcript: Transcript) -> Transcript:
+    """The transcript of a fragment: flagged ``incomplete``; its latency is not the run's."""
+    flags = tuple(f for f in Flag if f in transcript.flags or f is Flag.INCOMPLETE)
+    return dataclasses.replace(transcript, flags=flags, latency_ms=None, latency_error=FRAGMENT)
+
+
+def case_flags(transcript: Transcript, cases: Sequence[Case]) -> tuple[Flag, ...]:
+    """The flags of a trace: its transcript's, and ``incomplete`` when a case found it a fragment."""
+    raised = set(transcript.flags).union(*(c.transcript.flags for c in cases))
+    return tuple(f for f in Flag if f in raised)
 
 
 def bare_transcript(trace: Trace) -> Transcript:
@@ -234,14 +287,40 @@ def skipped_criteria(rubric: Rubric, reason: str) -> tuple[CriterionResult, ...]
     )
 
 
-def not_captured(case: Case) -> JudgeResult:
-    """No answer text was captured: the judge cannot grade it, so every criterion is ERROR."""
+def missing_evidence(case: Case) -> tuple[str, str] | None:
+    """Why the judge cannot grade the case, as (reason, detail), or None when it can.
+
+    The judge is shown the input, the tool calls with arguments and results,
+    and the answer; grading a case with any of them not captured would grade
+    a guess. A fragment (one LLM call under a rubric that expects an agent
+    run) is not the run the criteria speak of.
+    """
+    transcript = case.transcript
+    if is_fragment(case.rubric, transcript):
+        return INCOMPLETE, f"{FRAGMENT}; {FRAGMENT_ADVICE}"
+    missing = transcript.capture.missing
+    if transcript.answer is None and ContentField.ANSWER not in missing:
+        missing = (ContentField.ANSWER, *missing)
+    if missing:
+        return NOT_CAPTURED, transcript.capture.reason(*missing)
+    return None
+
+
+def not_captured(case: Case, reason: str = "not_captured", detail: str = "") -> JudgeResult:
+    """The judge cannot grade the case (``missing_evidence``): every criterion is ERROR.
+
+    ``reason`` is the criterion's reason (``error.type`` on its span event),
+    ``detail`` its explanation: what is missing and the producer setting to change.
+    """
+    criteria = tuple(
+        dataclasses.replace(c, evidence=detail or None) for c in all_error(case.rubric, reason)
+    )
     return JudgeResult(
-        criteria=all_error(case.rubric, "not_captured"),
+        criteria=criteria,
         judged=False,
         review=False,
         raw_output=None,
-        error_reason="not_captured",
+        error_reason=reason,
         model=case.rubric.judge_model,
     )
 
@@ -288,8 +367,9 @@ async def judge_case(
 async def _judged(case: Case, judge: Judge | None, *, use_cache: bool) -> JudgeResult | None:
     if not case.sample.judge or judge is None:
         return None
-    if case.transcript.answer is None:
-        return not_captured(case)
+    missing = missing_evidence(case)
+    if missing is not None:
+        return not_captured(case, *missing)
     while True:
         try:
             return await judge.judge(

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.assemble import Assembler
+from sidecar.capture import CaptureWarnings
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError, SidecarError
 from sidecar.judge import Judge
 from sidecar.model import DecideReason, Span, Trace
-from sidecar.pipeline import Fault, judge_cases, plan
+from sidecar.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
 from sidecar.verdict import Verdict
@@ -56,6 +57,9 @@ class ReplaySummary:
     # Faults while evaluating, by stage (each gave its trace errored verdicts).
     internal_errors: dict[str, int] = field(default_factory=dict)
     flags: dict[str, int] = field(default_factory=dict)
+    # Traces by content field their producer did not capture (sidecar.capture).
+    not_captured: dict[str, int] = field(default_factory=dict)
+    capture_warnings: CaptureWarnings = field(default_factory=CaptureWarnings, repr=False)
 
     def fault(self, fault: Fault) -> None:
         self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
@@ -192,8 +196,11 @@ async def stream_verdicts(
         try:
             at = clock() if clock is not None else now
             transcript, cases = plan(trace, rubrics, sampler, at, on_fault=summary.fault)
-            for flag in transcript.flags:
+            for flag in case_flags(transcript, cases):
                 summary.flags[flag.value] = summary.flags.get(flag.value, 0) + 1
+            for content in transcript.capture.missing:
+                summary.not_captured[content] = summary.not_captured.get(content, 0) + 1
+            summary.capture_warnings.note(transcript)
             if not cases:
                 summary.unrouted_traces += 1
             verdicts = await judge_cases(cases, judge, on_fault=summary.fault)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from sidecar.checks import CheckSpec
+from sidecar.checks import CheckSpec, about_tools
 from sidecar.checks.base import Name
 from sidecar.errors import RubricError
 from sidecar.fingerprint import HASH_LENGTH, rubric_hash
@@ -141,7 +141,18 @@ class Rubric(_Strict):
     calibration: dict[str, Any] | None = None
     fingerprint: Fingerprint | None = None
     canary: CanarySpec | None = None
+    # What a trace under this rubric is: "agent_run" (a whole run: agent span, tool
+    # calls, answer) or "llm_call" (single model calls judged alone). Unset: an agent
+    # run when a check is about tool calls, else either.
+    expects: Literal["agent_run", "llm_call"] | None = None
     _content_hash: str = PrivateAttr(default="")
+
+    @property
+    def expects_agent_run(self) -> bool:
+        """Traces that are one LLM call and nothing else are fragments under this rubric."""
+        if self.expects is not None:
+            return self.expects == "agent_run"
+        return any(about_tools(check) for check in self.checks)
 
     @model_validator(mode="wrap")
     @classmethod

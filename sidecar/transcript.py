@@ -42,6 +42,13 @@ missing, so the checks and the judge that need it say ERROR:
   it counts as truncated.
 - ``unreadable_values``: attribute values nested too deeply to read (from
   decoding, or JSON text in an attribute) are missing.
+
+What the producer captured is recorded field by field (``Transcript.capture``,
+read by :mod:`sidecar.capture`), including tool calls the model asked for that
+cannot be seen; ``llm_only`` says the trace holds LLM calls and nothing else
+(no agent span, no tool span): an instrumented client without an agent span
+around the run, which the pipeline flags ``incomplete`` under a rubric that
+expects an agent run.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.bounds import MAX_NESTING, json_too_deep, value_depth
+from sidecar.capture import read_capture
 from sidecar.conventions import (
     ALL_CONVENTIONS,
     ROOT_SPANS,
@@ -137,17 +145,26 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         _first(a.reading.output_text for a in agents if a.reading is not None),
         lambda: _llm_answer(llm_calls),
     )
+    user_input = _choose(
+        _first(a.reading.input_text for a in agents if a.reading is not None),
+        lambda: _llm_user_input(llm_calls),
+    )
+    tool_calls = _tool_calls(steps, llm_calls, frozenset(untrusted_tools))
+    capture = read_capture(
+        [(s.span, s.reading) for s in steps],
+        user_input=user_input,
+        answer=answer,
+        answer_unknown=incomplete,
+        tool_calls=tool_calls,
+    )
     return Transcript(
         trace_id=trace.trace_id,
         root_span_id=root_span.span_id,
         agent_name=_agent_name(root, agents, steps),
         agent_version=_attr_text(root, agents, steps, "gen_ai.agent.version")
         or _resource_text(steps, "service.version", resource),
-        user_input=_choose(
-            _first(a.reading.input_text for a in agents if a.reading is not None),
-            lambda: _llm_user_input(llm_calls),
-        ),
-        tool_calls=_tool_calls(steps, llm_calls, frozenset(untrusted_tools)),
+        user_input=user_input,
+        tool_calls=tool_calls,
         answer=None if incomplete else answer,
         models=_models(steps, llm_calls),
         input_tokens=input_tokens,
@@ -165,6 +182,10 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         truncated=truncated,
         flags=flags,
         latency_error=latency_error,
+        capture=capture,
+        llm_only=bool(llm_calls)
+        and not agents
+        and not any(s.reading is not None and s.reading.role is Role.TOOL for s in steps),
     )
 
 

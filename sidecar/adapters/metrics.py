@@ -283,6 +283,21 @@ class Metrics:
             multiprocess_mode="livesum",
             registry=r,
         )
+        self.content_not_captured = Counter(
+            "sidecar_content_not_captured_total",
+            "Traces evaluated with content not captured by the producer, by field "
+            "(input|answer|tool_calls|tool_call_arguments|tool_call_results); "
+            "the warning log names the producer setting.",
+            ["field"],
+            registry=r,
+        )
+        self.fragment_traces = Counter(
+            "sidecar_fragment_traces_total",
+            "Traces that are one LLM call without an agent span, under a rubric that "
+            "expects an agent run (flagged incomplete; the agent needs a span around each run).",
+            ["rubric"],
+            registry=r,
+        )
         self.delivery_failing = Gauge(
             "sidecar_delivery_failing",
             "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",

@@ -39,7 +39,7 @@ from sidecar.checks.tools import MAX_TOOL_CALLS, TOOL_ALLOWLIST, TOOL_ARGUMENTS,
 from sidecar.checks.trace import MAX_LATENCY_MS, NO_ERROR_SPANS
 from sidecar.model import CheckResult, Transcript
 
-__all__ = ["CHECK_TYPES", "CheckSpec", "run_check", "run_checks"]
+__all__ = ["CHECK_TYPES", "CheckSpec", "about_tools", "run_check", "run_checks"]
 
 # The registry. Its order is the order of the tags in "unknown check type" errors.
 CHECK_TYPES: tuple[CheckType[Any], ...] = (
@@ -88,12 +88,25 @@ _CHECK_FAULTS = (
 )
 
 
-def run_checks(rubric: HasChecks, transcript: Transcript) -> tuple[CheckResult, ...]:
-    """Run every check of ``rubric`` on ``transcript``, in rubric order."""
-    return tuple(run_check(spec, transcript) for spec in rubric.checks)
+def about_tools(spec: CheckConfig) -> bool:
+    """The check judges an agent run's tool calls (``CheckType.about_tools``)."""
+    return _BY_CONFIG[type(spec)].about_tools
 
 
-def run_check(spec: CheckConfig, transcript: Transcript) -> CheckResult:
+def run_checks(
+    rubric: HasChecks, transcript: Transcript, *, fragment: str | None = None
+) -> tuple[CheckResult, ...]:
+    """Run every check of ``rubric`` on ``transcript``, in rubric order.
+
+    ``fragment``: why the trace is only part of the run the rubric expects (one
+    LLM call of an agent run); it is then inconclusive as a truncated trace is.
+    """
+    return tuple(run_check(spec, transcript, fragment=fragment) for spec in rubric.checks)
+
+
+def run_check(
+    spec: CheckConfig, transcript: Transcript, *, fragment: str | None = None
+) -> CheckResult:
     """Run one check; never raises for anything the transcript or spec may hold."""
     check_type = _BY_CONFIG[type(spec)]
     try:
@@ -102,6 +115,8 @@ def run_check(spec: CheckConfig, transcript: Transcript) -> CheckResult:
         finding = errored(f"check raised {type(exc).__name__}: {exc}")
     if transcript.truncated and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"trace truncated, inconclusive: {finding.detail}")
+    elif fragment is not None and finding.outcome is check_type.inconclusive_if_truncated:
+        finding = errored(f"{fragment}, inconclusive: {finding.detail}")
     return CheckResult(
         name=spec.name, outcome=finding.outcome, gate=spec.gate, detail=finding.detail
     )

@@ -13,7 +13,7 @@ from jsonschema.exceptions import best_match
 
 from sidecar.bounds import json_too_deep
 from sidecar.checks.schema import new_validator
-from sidecar.model import Outcome
+from sidecar.model import Captured, ContentField, Outcome, Transcript
 
 _DETAIL_LIMIT = 240
 
@@ -36,6 +36,21 @@ def failed(detail: str) -> Finding:
 
 def errored(detail: str) -> Finding:
     return Finding(Outcome.ERROR, one_line(detail))
+
+
+def calls_unseen(transcript: Transcript) -> bool:
+    """The model asked for tool calls the trace does not show (content capture off)."""
+    return transcript.capture.tool_calls is Captured.NOT_CAPTURED
+
+
+def unseen_calls(transcript: Transcript) -> Finding:
+    """ERROR: tool calls were requested but cannot be seen; the reason names the setting."""
+    capture = transcript.capture
+    count = capture.unseen_tool_calls
+    asked = f" ({plural(count, 'model turn')} asked for tools)" if count else ""
+    return errored(
+        capture.reason(ContentField.TOOL_CALLS).replace(" not captured", f" not captured{asked}", 1)
+    )
 
 
 def one_line(text: str, limit: int = _DETAIL_LIMIT) -> str:

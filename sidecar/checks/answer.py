@@ -24,7 +24,7 @@ from sidecar.checks._common import (
 )
 from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
 from sidecar.checks.schema import compile_linear, linear_regex_problem
-from sidecar.model import Transcript
+from sidecar.model import ContentField, Transcript
 
 
 class AnswerRegex(CheckConfig):
@@ -51,8 +51,6 @@ class AnswerJsonSchema(SchemaCheckConfig):
     type: Literal["answer_json_schema"]
 
 
-_NOT_CAPTURED = "answer not captured"
-
 # A fenced block labelled json, or not labelled at all; models wrap JSON in one
 # even when told not to.
 _FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -69,7 +67,7 @@ def answer_regex(spec: AnswerRegex, transcript: Transcript) -> Finding:
     """
     answer = transcript.answer
     if answer is None:
-        return errored(_NOT_CAPTURED)
+        return errored(transcript.capture.reason(ContentField.ANSWER))
     if (
         spec.must_match is not None
         and compile_linear(spec.must_match, spec.ignore_case).search(answer) is None
@@ -96,7 +94,7 @@ def _answer_json(answer: str) -> tuple[bool, Any]:
 def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Finding:
     answer = transcript.answer
     if answer is None:
-        return errored(_NOT_CAPTURED)
+        return errored(transcript.capture.reason(ContentField.ANSWER))
     ok, document = _answer_json(answer)
     if not ok:
         return failed("answer is not JSON")
@@ -107,5 +105,9 @@ def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Findin
 
 
 # The answer is the root's or the last LLM call's: truncation does not touch it.
-ANSWER_REGEX = CheckType(AnswerRegex, answer_regex, inconclusive_if_truncated=None)
-ANSWER_JSON_SCHEMA = CheckType(AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None)
+ANSWER_REGEX = CheckType(
+    AnswerRegex, answer_regex, inconclusive_if_truncated=None, about_tools=False
+)
+ANSWER_JSON_SCHEMA = CheckType(
+    AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None, about_tools=False
+)

@@ -71,11 +71,15 @@ class CheckType(Generic[Config]):
     to them, one claiming that something needed happened only its FAIL; that
     outcome becomes ERROR. ``None`` for checks on the answer or the root span,
     which truncation does not touch. Required, so every type decides.
+
+    ``about_tools``: the check judges the tool calls of an agent run, so a
+    rubric that has it expects agent runs (``Rubric.expects_agent_run``).
     """
 
     config: type[Config]
     evaluate: Callable[[Config, Transcript], Finding]
     inconclusive_if_truncated: Outcome | None
+    about_tools: bool
     name: str = field(init=False)
 
     def __post_init__(self) -> None:

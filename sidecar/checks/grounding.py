@@ -66,7 +66,7 @@ from pydantic import Field
 from sidecar.bounds import json_too_deep
 from sidecar.checks._common import Finding, errored, failed, passed, plural
 from sidecar.checks.base import CheckConfig, CheckType
-from sidecar.model import Flag, Outcome, Transcript
+from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
 
 
 class GroundedNumbers(CheckConfig):
@@ -365,6 +365,8 @@ def _uncaptured(transcript: Transcript) -> list[str]:
         missing.append("tool arguments")
     if transcript.user_input is None:
         missing.append("user input")
+    if transcript.capture.tool_calls is Captured.NOT_CAPTURED:
+        missing.append("tool calls")
     return missing
 
 
@@ -373,7 +375,7 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     if answer is None:
         if Flag.INCOMPLETE in transcript.flags:
             return errored("answer unknown: the root span never arrived")
-        return errored("answer not captured")
+        return errored(transcript.capture.reason(ContentField.ANSWER))
     claims = _claims(answer)
     if not claims:
         return passed("no numbers in answer")
@@ -395,7 +397,10 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     missing = _uncaptured(transcript)
     if missing:
         unread = " or unreadable" if Flag.UNREADABLE_VALUES in transcript.flags else ""
-        return errored(f"{' and '.join(missing)} not captured{unread}; cannot ground {shown}")
+        advice = f"; {transcript.capture.advice}" if transcript.capture.advice else ""
+        return errored(
+            f"{' and '.join(missing)} not captured{unread}; cannot ground {shown}{advice}"
+        )
     return failed(f"ungrounded {shown} (not in tool results, arguments or input)")
 
 
@@ -407,5 +412,5 @@ def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
 
 # The evidence for a number may be in a tool result a truncated trace lost.
 GROUNDED_NUMBERS = CheckType(
-    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL
+    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL, about_tools=False
 )

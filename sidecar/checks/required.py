@@ -14,7 +14,9 @@ only call that fits a specific expectation on a looser one).
 Three-valued: a call whose arguments were not captured *might* satisfy an
 expectation that lists arguments. The check PASSes if the expectations can be
 met without such calls, FAILs if they cannot be met even when every such call
-is assumed to fit, and is ERROR in between.
+is assumed to fit, and is ERROR in between. Calls the model asked for that
+the trace does not show at all (``Capture.tool_calls`` not captured) might be
+any expected call: then only a PASS is decided, anything else is ERROR.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sidecar.checks._common import (
     Finding,
+    calls_unseen,
     compact,
     errored,
     failed,
@@ -35,6 +38,7 @@ from sidecar.checks._common import (
     parse_json,
     passed,
     plural,
+    unseen_calls,
 )
 from sidecar.checks.base import CheckConfig, CheckType
 from sidecar.model import Outcome, ToolCall, Transcript
@@ -147,10 +151,13 @@ def required_tool_calls(spec: RequiredToolCalls, transcript: Transcript) -> Find
         return grid[i][j] is not _Fit.NO
 
     n, m = len(expected), len(actual)
+    unseen = calls_unseen(transcript)
     if spec.order == "in_order":
         sure = _unplaced_in_order(n, m, strict)
         if sure is None:
             return passed(f"{plural(n, 'expected call')} found in order")
+        if unseen:
+            return unseen_calls(transcript)
         miss = _unplaced_in_order(n, m, loose)
         if miss is not None:
             i, position = miss
@@ -162,6 +169,8 @@ def required_tool_calls(spec: RequiredToolCalls, transcript: Transcript) -> Find
     sure_any = _unplaced_any_order(n, m, strict)
     if sure_any is None:
         return passed(f"{plural(n, 'expected call')} found")
+    if unseen:
+        return unseen_calls(transcript)
     missing = _unplaced_any_order(n, m, loose)
     if missing is not None:
         name = expected[missing].name
@@ -177,5 +186,5 @@ def _undecided(expected: ExpectedCall) -> Finding:
 
 # The expected call may be among the spans a truncated trace lost.
 REQUIRED_TOOL_CALLS = CheckType(
-    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL
+    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL, about_tools=True
 )

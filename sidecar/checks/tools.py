@@ -1,6 +1,12 @@
 """Checks over which tools were called and with what arguments.
 
 ``tool_allowlist``, ``tool_denylist``, ``max_tool_calls`` and ``tool_arguments``.
+
+When the model asked for tool calls the trace does not show (content capture
+off and no tool spans: ``Capture.tool_calls`` not captured), what was seen can
+still FAIL a check (a forbidden call, too many calls, a bad argument), but
+nothing can PASS it: the unseen calls may be the ones that break it. That is
+ERROR, with the producer setting to change.
 """
 
 from __future__ import annotations
@@ -12,12 +18,14 @@ from pydantic import Field
 
 from sidecar.checks._common import (
     Finding,
+    calls_unseen,
     errored,
     failed,
     parse_json,
     passed,
     plural,
     schema_violation,
+    unseen_calls,
 )
 from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
 from sidecar.model import Outcome, Transcript
@@ -55,6 +63,8 @@ def tool_allowlist(spec: ToolAllowlist, transcript: Transcript) -> Finding:
     outside = [c.name for c in transcript.tool_calls if c.name not in allowed]
     if outside:
         return failed(f"called {_names(outside)}")
+    if calls_unseen(transcript):
+        return unseen_calls(transcript)
     return passed(f"{plural(len(transcript.tool_calls), 'call')}, all allowed")
 
 
@@ -63,6 +73,8 @@ def tool_denylist(spec: ToolDenylist, transcript: Transcript) -> Finding:
     hits = [c.name for c in transcript.tool_calls if c.name in denied]
     if hits:
         return failed(f"called {_names(hits)}")
+    if calls_unseen(transcript):
+        return unseen_calls(transcript)
     return passed("no denied tool called")
 
 
@@ -71,6 +83,12 @@ def max_tool_calls(spec: MaxToolCalls, transcript: Transcript) -> Finding:
     what = plural(len(calls), "call") + (f" of {spec.tool}" if spec.tool else "")
     if len(calls) > spec.limit:
         return failed(f"{what} > limit {spec.limit}")
+    if calls_unseen(transcript):
+        # Each turn that asked for tools made one call at least.
+        at_least = len(calls) + transcript.capture.unseen_tool_calls
+        if spec.tool is None and at_least > spec.limit:
+            return failed(f"at least {plural(at_least, 'call')} > limit {spec.limit}")
+        return unseen_calls(transcript)
     return passed(f"{what} <= limit {spec.limit}")
 
 
@@ -82,7 +100,7 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
     """
     calls = [c for c in transcript.tool_calls if c.name == spec.tool]
     if not calls:
-        return passed("not called")
+        return unseen_calls(transcript) if calls_unseen(transcript) else passed("not called")
     uncaptured = 0
     for number, call in enumerate(calls, start=1):
         where = f"call {number} of {spec.tool}"
@@ -97,12 +115,26 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
         if problem is not None:
             return failed(f"{where}: {problem}")
     if uncaptured:
-        return errored(f"arguments of {uncaptured} of {plural(len(calls), 'call')} not captured")
+        advice = transcript.capture.advice
+        return errored(
+            f"arguments of {uncaptured} of {plural(len(calls), 'call')} not captured"
+            + (f"; {advice}" if advice else "")
+        )
+    if calls_unseen(transcript):
+        return unseen_calls(transcript)
     return passed(f"{plural(len(calls), 'call')} of {spec.tool} valid")
 
 
 # A truncated trace may hide a call: none of these can claim a PASS on it.
-TOOL_ALLOWLIST = CheckType(ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS)
-TOOL_DENYLIST = CheckType(ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS)
-TOOL_ARGUMENTS = CheckType(ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS)
-MAX_TOOL_CALLS = CheckType(MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS)
+TOOL_ALLOWLIST = CheckType(
+    ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+TOOL_DENYLIST = CheckType(
+    ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+TOOL_ARGUMENTS = CheckType(
+    ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)
+MAX_TOOL_CALLS = CheckType(
+    MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+)

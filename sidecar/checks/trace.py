@@ -56,5 +56,9 @@ def no_error_spans(spec: NoErrorSpans, transcript: Transcript) -> Finding:
 
 
 # Latency is the root span's: truncation cannot change it (a missing root is flagged apart). A lost span may have failed.
-MAX_LATENCY_MS = CheckType(MaxLatencyMs, max_latency_ms, inconclusive_if_truncated=None)
-NO_ERROR_SPANS = CheckType(NoErrorSpans, no_error_spans, inconclusive_if_truncated=Outcome.PASS)
+MAX_LATENCY_MS = CheckType(
+    MaxLatencyMs, max_latency_ms, inconclusive_if_truncated=None, about_tools=False
+)
+NO_ERROR_SPANS = CheckType(
+    NoErrorSpans, no_error_spans, inconclusive_if_truncated=Outcome.PASS, about_tools=False
+)

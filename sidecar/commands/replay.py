@@ -104,6 +104,9 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
     if summary.flags:
         flags = ", ".join(f"{k} {v}" for k, v in sorted(summary.flags.items()))
         print(f"replay: traces flagged ({flags})", file=err)
+    if summary.not_captured:
+        fields = ", ".join(f"{k} {v}" for k, v in sorted(summary.not_captured.items()))
+        print(f"replay: content not captured by the producer ({fields})", file=err)
     for problem in summary.bad_records[:20]:
         print(f"replay: skipped undecodable record {problem}", file=err)
     if len(summary.bad_records) > 20:

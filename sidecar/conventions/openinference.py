@@ -17,9 +17,12 @@ from sidecar.model import Attributes, AttrValue, Span, ToolCall
 
 OPENINFERENCE = "openinference"
 
+# What OPENINFERENCE_HIDE_* settings write instead of the content: not captured, not text.
+REDACTED = "__REDACTED__"
+
 
 def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading | None:
-    attrs = span.attributes
+    attrs = _unredacted(span.attributes)
     kind = str_attr(attrs, "openinference.span.kind")
     if kind is None:
         return None
@@ -59,6 +62,12 @@ def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading |
             output_text=unwrap_io(attrs.get("output.value"), output=True),
         )
     return Reading(OPENINFERENCE, Role.OTHER)
+
+
+def _unredacted(attrs: Attributes) -> Attributes:
+    if REDACTED not in attrs.values():
+        return attrs
+    return {key: value for key, value in attrs.items() if value != REDACTED}
 
 
 def _oi_messages(attrs: Attributes, prefix: str, default_role: str) -> tuple[Message, ...] | None:

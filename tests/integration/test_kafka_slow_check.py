@@ -54,14 +54,16 @@ def record(n: int) -> tuple[bytes, bytes]:
     return trace_id(n).encode(), spans
 
 
-def slow_checks(rubric: Rubric, transcript: Transcript) -> tuple[CheckResult, ...]:
+def slow_checks(
+    rubric: Rubric, transcript: Transcript, *, fragment: str | None = None
+) -> tuple[CheckResult, ...]:
     """The real checks; on trace SLOW, first a pure-Python CPU burn (it holds the GIL)."""
     if transcript.trace_id == trace_id(SLOW):
         deadline = time.perf_counter() + BURN_S
         spins = 0
         while time.perf_counter() < deadline:
             spins += 1
-    return run_checks(rubric, transcript)
+    return run_checks(rubric, transcript, fragment=fragment)
 
 
 class Prober(threading.Thread):
