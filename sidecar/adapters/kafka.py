@@ -115,13 +115,14 @@ class KafkaSource:
 
     async def _check_copartitioned(self) -> None:
         """Log an error when the two topics differ in partition count (or one is missing)."""
+        # The public topics() fetches the same metadata but keeps only the names.
         try:
-            await self._consumer.topics()  # fetches the cluster's metadata
+            cluster = await self._consumer._client.fetch_all_metadata()
         except KafkaError as exc:
             log.warning("could not read the topics' partition counts: %s", exc)
             return
-        spans = self._consumer.partitions_for_topic(self._settings.topic) or set()
-        logs = self._consumer.partitions_for_topic(self._logs_topic or "") or set()
+        spans = cluster.partitions_for_topic(self._settings.topic) or set()
+        logs = cluster.partitions_for_topic(self._logs_topic or "") or set()
         if len(spans) != len(logs):
             log.error(
                 "topic %s has %d partitions and topic %s has %d: they must be equal, or a "
