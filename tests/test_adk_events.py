@@ -11,14 +11,11 @@ through ``sidecar replay`` with trace and log files mixed in one call.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import ParseDict
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from sidecar.assemble import Assembler
 from sidecar.checks import run_checks
@@ -27,14 +24,14 @@ from sidecar.rubric import load_rubrics, route
 from sidecar.transcript import build_transcript
 from tests.agents.adk_traces import AdkRun, adk2_run
 from tests.agents.refund_shop import BY_NAME, SCENARIOS, Scenario
-from tests.test_replay import (
+from tests.otlp_files import (
     DEMO_RUBRICS,
-    _map_ids,
     length_prefixed,
     line_trace_id,
-    otlp_json_to_proto,
+    logs_proto,
     records,
     replay,
+    traces_proto,
 )
 
 pytestmark = pytest.mark.usefixtures("no_judge_credentials")
@@ -160,13 +157,6 @@ def test_default_capture_mode_is_recorded() -> None:
     assert transcript.answer is None
 
 
-def _logs_proto(line: str) -> bytes:
-    """A binary ExportLogsServiceRequest of an OTLP/JSON line (test side, not sidecar's)."""
-    document = json.loads(line)
-    _map_ids(document, lambda v: base64.b64encode(bytes.fromhex(v)).decode("ascii"))
-    return bytes(ParseDict(document, ExportLogsServiceRequest()).SerializeToString())
-
-
 @pytest.mark.parametrize(
     "layout",
     ["json-lines", "proto-file-exporter", "binary-request-per-file", "mixed-in-one-file"],
@@ -184,13 +174,13 @@ def test_replay_takes_trace_and_log_files_in_one_call(
         (tmp_path / "b.jsonl").write_text("".join(f"{x}\n" for x in traces), encoding="utf-8")
         paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     elif layout == "proto-file-exporter":
-        (tmp_path / "a.bin").write_bytes(length_prefixed([_logs_proto(x) for x in logs]))
-        (tmp_path / "b.bin").write_bytes(length_prefixed([otlp_json_to_proto(x) for x in traces]))
+        (tmp_path / "a.bin").write_bytes(length_prefixed([logs_proto(x) for x in logs]))
+        (tmp_path / "b.bin").write_bytes(length_prefixed([traces_proto(x) for x in traces]))
         paths = [tmp_path / "a.bin", tmp_path / "b.bin"]
     elif layout == "binary-request-per-file":
         for index, (t, lg) in enumerate(zip(traces, logs, strict=True)):
-            (tmp_path / f"{index}-x.pb").write_bytes(_logs_proto(lg))
-            (tmp_path / f"{index}-y.pb").write_bytes(otlp_json_to_proto(t))
+            (tmp_path / f"{index}-x.pb").write_bytes(logs_proto(lg))
+            (tmp_path / f"{index}-y.pb").write_bytes(traces_proto(t))
             paths += [tmp_path / f"{index}-x.pb", tmp_path / f"{index}-y.pb"]
     else:
         mixed = [line for pair in zip(logs, traces, strict=True) for line in pair]

@@ -28,6 +28,8 @@ from sidecar.errors import DecodeError
 from sidecar.events import join_logs
 from sidecar.model import DecideReason, LogRecord, RecordRef, SpanKind, Trace
 from sidecar.transcript import build_transcript
+from tests.agents.genai_spans import make_genai_trace, recorder
+from tests.agents.otlp import encode_request
 from tests.builders import TRACE_ID, span
 
 ROOT, CHAT1, TOOL, CHAT2 = "a1" * 8, "b2" * 8, "c3" * 8, "d4" * 8
@@ -196,13 +198,12 @@ def test_a_body_nested_too_deep_is_missing_and_counted() -> None:
 
 
 def test_signal_is_told_by_content_for_traces_too() -> None:
-    from tests.agents.otlp import encode_request
-    from tests.test_agents import _genai
-
-    payload = encode_request(_genai())
+    rec = recorder("refund-agent", "9.9.9", seed=3)
+    make_genai_trace(rec.provider, "Refund A7", [], "Nothing to do.", agent="refund-agent")
+    payload = encode_request(rec.spans())
     decoded = decode_signal(payload)
     assert decoded.logs == []
-    assert len(decoded.spans) == 6
+    assert len(decoded.spans) == len(rec.spans())
 
 
 # --- the assembler --------------------------------------------------------------------------

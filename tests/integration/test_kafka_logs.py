@@ -30,8 +30,7 @@ from tests.integration.harness import (
     produce,
     verdicts_from,
 )
-from tests.test_adk_events import _logs_proto
-from tests.test_replay import DEMO_RUBRICS, line_trace_id, otlp_json_to_proto
+from tests.otlp_files import DEMO_RUBRICS, line_trace_id, logs_proto, traces_proto
 
 pytestmark = [pytest.mark.kafka]
 
@@ -138,8 +137,8 @@ async def test_adk_event_only_through_both_topics_on_two_replicas(
         # Logs first for half the traces, spans first for the rest: either order joins.
         for index, run in enumerate(runs.values()):
             key = line_trace_id(run.trace_line).encode()
-            span_record = (key, otlp_json_to_proto(run.trace_line))
-            log_record = (key, _logs_proto(run.logs_line))
+            span_record = (key, traces_proto(run.trace_line))
+            log_record = (key, logs_proto(run.logs_line))
             order = [(logs, log_record), (spans, span_record)]
             for topic, record in order if index % 2 == 0 else order[::-1]:
                 await produce(kafka_bootstrap, topic, [record])
