@@ -1,4 +1,10 @@
-"""The long-running service: Kafka spans in, verdicts out.
+"""The long-running service: Kafka spans (and logs) in, verdicts out.
+
+Two inputs, co-partitioned (``sidecar.adapters.kafka``): the spans topic and,
+unless ``kafka.logs_topic`` is empty, the logs topic, whose records join their
+traces in the assembler (``Assembler.add_logs``). Each topic has its own
+offset tracker; a trace holds its first offsets in both under one token, so
+both topics follow the same commit rule.
 
 The broker clients come from factories (``source``, ``sink``, ``labels``; Kafka
 by default, :mod:`sidecar.adapters.memory` in tests) and are created in
@@ -46,7 +52,7 @@ import functools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from sidecar.adapters.broker import LabelSource, Record, Sink, Source
@@ -63,12 +69,13 @@ from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.capture import CaptureWarnings
 from sidecar.checks import run_checks
 from sidecar.decode import Encoding, decode
+from sidecar.decode_logs import decode_logs
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
 from sidecar.gauges import retire
 from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.model import DecideReason, RecordRef, Span, Trace
+from sidecar.model import DecideReason, LogRecord, RecordRef, Span, Trace
 from sidecar.offload import Offload, PlanThread
 from sidecar.offsets import OffsetTracker
 from sidecar.pipeline import Case, Fault, RunChecks, case_flags, is_fragment, judge_cases, plan
@@ -84,6 +91,7 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 Decoder = Callable[[bytes, Encoding], list[Span]]
+LogDecoder = Callable[[bytes, Encoding], list[LogRecord]]
 
 
 class Service:
@@ -112,9 +120,12 @@ class Service:
         decoder: Decoder = decode,
         offload: Offload | None = None,
         checks: RunChecks = run_checks,
+        log_decoder: LogDecoder = decode_logs,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
+        self.log_decoder = log_decoder
+        self._logs_topic = settings.kafka.logs_topic or None
         self.checks = checks
         # Planning (transcript, checks, screening, sampling) runs on one worker thread.
         self._plan_thread: PlanThread | None = None
@@ -143,6 +154,7 @@ class Service:
             warmup_traces=s.warmup_traces,
         )
         self.offsets = OffsetTracker()
+        self.log_offsets = OffsetTracker()
         self.handover = Handover(keep_s=a.max_trace_age_s)
         kafka, review = settings.kafka, settings.review
         self._new_source = source or functools.partial(KafkaSource, kafka)
@@ -178,6 +190,7 @@ class Service:
         self._redaction = settings.redaction.policy()
         self._ready = False
         self._committed: dict[int, tuple[int, str]] = {}
+        self._committed_logs: dict[int, int] = {}
         self._last_commit = 0.0
         record_rubrics(metrics, self.rubrics)
 
@@ -315,10 +328,15 @@ class Service:
     # -- records -----------------------------------------------------------------------
 
     def _ingest(self, record: Record, now: float) -> None:
+        logs = self._logs_topic is not None and record.topic == self._logs_topic
         try:
             if record.value is None:
                 raise DecodeError("empty", "record has no value")
-            spans = self.decoder(record.value, self.settings.kafka.encoding)
+            encoding = self.settings.kafka.encoding
+            if logs:
+                log_records = self.log_decoder(record.value, encoding)
+            else:
+                spans = self.decoder(record.value, encoding)
         except DecodeError as exc:
             self._dead_letter(record, exc.reason, str(exc))
             return
@@ -330,22 +348,44 @@ class Service:
             self._dead_letter(record, "internal_error", f"{type(exc).__name__} while decoding")
             return
         self.metrics.kafka_records.labels(result="ok").inc()
-        for trace in self.assembler.add(spans, now, RecordRef(record.partition, record.offset)):
+        ref = RecordRef(record.partition, record.offset)
+        if logs:
+            early = self.assembler.add_logs(log_records, now, ref)
+        else:
+            early = self.assembler.add(spans, now, ref)
+        for trace in early:
             self._decided(trace)
-        self.offsets.consumed(record.partition, record.offset)
+        self._tracker(record).consumed(record.partition, record.offset)
+
+    def _tracker(self, record: Record) -> OffsetTracker:
+        if self._logs_topic is not None and record.topic == self._logs_topic:
+            return self.log_offsets
+        return self.offsets
+
+    def _hold(self, spans: Mapping[int, int], logs: Mapping[int, int]) -> int:
+        """Hold offsets in both topics under one token."""
+        token = self.offsets.hold(spans)
+        self.log_offsets.hold(logs, token=token)
+        return token
+
+    def _release(self, token: int) -> None:
+        self.offsets.release(token)
+        self.log_offsets.release(token)
 
     def _dead_letter(self, record: Record, reason: str, detail: str) -> None:
         """Send ``record`` to the dead-letter topic; its offset is held until acknowledged."""
         self.metrics.kafka_records.labels(result="dead_letter").inc()
         self.metrics.dead_letters.labels(reason=reason).inc()
-        self.offsets.consumed(record.partition, record.offset)
-        token = self.offsets.hold({record.partition: record.offset})
+        tracker = self._tracker(record)
+        tracker.consumed(record.partition, record.offset)
+        held = {record.partition: record.offset}
+        token = self._hold(held, {}) if tracker is self.offsets else self._hold({}, held)
         send = functools.partial(self.sink.send_dead_letter, record, reason, detail)
         self._spawn(self._sending, self._held(token, self._deliver(send)))
 
     async def _held(self, token: int, work: Awaitable[None]) -> None:
         await work
-        self.offsets.release(token)
+        self._release(token)
 
     def _spawn(
         self, tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]
@@ -359,7 +399,7 @@ class Service:
         """``trace`` left the assembler: hold its offsets; evaluate it now, or once there is room."""
         self.metrics.traces_decided.labels(reason=trace.reason.value).inc()
         self.handover.decided(trace, self.clock())
-        token = self.offsets.hold(trace.first_offsets)
+        token = self._hold(trace.first_offsets, trace.first_log_offsets)
         if self._room() > 0 and not self._waiting:
             self._start(trace, token)
         else:
@@ -424,7 +464,7 @@ class Service:
             # emitting; the trace's offsets are released all the same.
             log.exception("emitting the verdicts of trace %s failed", trace.trace_id)
             self.metrics.internal_errors.labels(stage="evaluate").inc()
-        self.offsets.release(token)
+        self._release(token)
 
     def _fault(self, fault: Fault) -> None:
         self.metrics.internal_errors.labels(stage=fault.stage).inc()
@@ -544,12 +584,15 @@ class Service:
         for partition, offset in self.offsets.committable(self.assembler.held_offsets()).items():
             wanted[partition] = self.handover.metadata(partition, offset, now)
         changed = {p: c for p, c in wanted.items() if self._committed.get(p) != c}
-        if not changed:
+        logs = self.log_offsets.committable(self.assembler.held_log_offsets())
+        logs_changed = {p: o for p, o in logs.items() if self._committed_logs.get(p) != o}
+        if not changed and not logs_changed:
             return
         offsets = {p: offset for p, (offset, _) in changed.items()}
         metadata = {p: meta for p, (_, meta) in changed.items()}
-        if await self.source.commit(offsets, metadata):
+        if await self.source.commit(offsets, metadata, logs_changed):
             self._committed.update(changed)
+            self._committed_logs.update(logs_changed)
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Commit while the partitions are still ours, then leave their traces to the new owner."""
@@ -557,9 +600,11 @@ class Service:
         await self._commit()
         dropped = self.assembler.drop_partitions(partitions)
         self.offsets.drop_partitions(partitions)
+        self.log_offsets.drop_partitions(partitions)
         self.handover.drop_partitions(partitions)
         for partition in partitions:
             self._committed.pop(partition, None)
+            self._committed_logs.pop(partition, None)
             with contextlib.suppress(KeyError):
                 retire(self.metrics.consumer_lag, str(partition))
         if dropped:
@@ -605,6 +650,9 @@ class Service:
             st.span_limit_hits - done.span_limit_hits
         )
         self.metrics.orphan_traces.inc(st.orphan_traces - done.orphan_traces)
+        self.metrics.logs.inc(st.logs - done.logs)
+        self.metrics.late_logs.inc(st.late_logs - done.late_logs)
+        self.metrics.logs_without_trace.inc(st.logs_without_trace - done.logs_without_trace)
         self._exported = dataclasses.replace(st)
         self.metrics.open_traces.set(self.assembler.open_traces)
         for partition, lag in self.source.lag(self.offsets.next_offsets()).items():

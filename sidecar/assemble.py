@@ -25,6 +25,15 @@ server span exported elsewhere) is the root when it is a SERVER or INTERNAL
 span that ``root_spans`` accepts: by default the root spans the tracing
 conventions declare (``sidecar.conventions.ROOT_SPANS``), taken here as data.
 
+Log records (the second input, GenAI content as events) join the trace
+their trace id names: :meth:`Assembler.add_logs`. They may come before or
+after the trace's spans; one for an open or new trace is kept with it (and
+holds its logs-topic offset), counts as activity for ``decision_wait`` and
+towards ``max_spans_per_trace`` (a bound on buffered records); one for a
+decided trace is late (counted, ignored, like a late span); one without a
+trace id is counted and ignored. Whether a trace is complete is still
+decided by its spans alone: logs never make a root.
+
 Nothing is dropped silently: every early decision and every late span is
 counted in :class:`AssemblerStats`. Time is passed in as ``now`` (seconds,
 monotonic); the assembler never reads a clock.
@@ -33,11 +42,11 @@ monotonic); the assembler never reads a clock.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sidecar.conventions import ROOT_SPANS, RootSpans
-from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
+from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
 
 
 @dataclass(slots=True)
@@ -50,6 +59,9 @@ class AssemblerStats:
     dropped_revoked: int = 0
     redelivered_spans: int = 0
     duplicate_span_ids: int = 0
+    logs: int = 0
+    late_logs: int = 0
+    logs_without_trace: int = 0
 
 
 @dataclass(slots=True)
@@ -61,6 +73,8 @@ class _Open:
     # The first span seen under each id.
     span_ids: dict[str, Span] = field(default_factory=dict)
     first_offsets: dict[int, int] = field(default_factory=dict)
+    logs: list[LogRecord] = field(default_factory=list)
+    first_log_offsets: dict[int, int] = field(default_factory=dict)
     # has_root's answer until the next span arrives (due() asks on every round).
     rooted: bool | None = None
 
@@ -78,7 +92,13 @@ class _Open:
             truncated=truncated,
             has_root=self.has_root(root_spans),
             first_offsets=dict(self.first_offsets),
+            logs=tuple(self.logs),
+            first_log_offsets=dict(self.first_log_offsets),
         )
+
+    @property
+    def records(self) -> int:
+        return len(self.spans) + len(self.logs)
 
 
 def _is_root(span: Span, span_ids: Container[str], root_spans: RootSpans) -> bool:
@@ -130,14 +150,7 @@ class Assembler:
             if trace_id in self._decided:
                 self.stats.late_spans += 1
                 continue
-            entry = self._open.get(trace_id)
-            if entry is None:
-                if len(self._open) >= self.max_open_traces:
-                    oldest = next(iter(self._open))
-                    self.stats.evicted_open_traces += 1
-                    early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
-                entry = _Open(trace_id, first_arrival=now, last_arrival=now)
-                self._open[trace_id] = entry
+            entry = self._entry(trace_id, now, early)
             first = entry.span_ids.get(span.span_id)
             if first is None:
                 entry.span_ids[span.span_id] = span
@@ -148,17 +161,57 @@ class Assembler:
                 self.stats.duplicate_span_ids += 1
             entry.spans.append(span)
             entry.rooted = None
-            entry.last_arrival = now
-            self._quiet[trace_id] = None
-            self._quiet.move_to_end(trace_id)
-            if ref is not None and ref.offset < entry.first_offsets.get(
-                ref.partition, ref.offset + 1
-            ):
-                entry.first_offsets[ref.partition] = ref.offset
-            if len(entry.spans) >= self.max_spans_per_trace:
-                self.stats.span_limit_hits += 1
-                early.append(self._decide(trace_id, DecideReason.SPAN_LIMIT, truncated=True))
+            self._touch(entry, now)
+            if ref is not None:
+                _lower(entry.first_offsets, ref)
+            self._check_limit(entry, early)
         return early
+
+    def add_logs(
+        self, logs: Iterable[LogRecord], now: float, ref: RecordRef | None = None
+    ) -> list[Trace]:
+        """Buffer log records with their traces (``ref`` is on the logs topic).
+
+        Returns traces decided early because a bound was hit.
+        """
+        early: list[Trace] = []
+        for log in logs:
+            self.stats.logs += 1
+            trace_id = log.trace_id
+            if trace_id is None:
+                self.stats.logs_without_trace += 1
+                continue
+            if trace_id in self._decided:
+                self.stats.late_logs += 1
+                continue
+            entry = self._entry(trace_id, now, early)
+            entry.logs.append(log)
+            self._touch(entry, now)
+            if ref is not None:
+                _lower(entry.first_log_offsets, ref)
+            self._check_limit(entry, early)
+        return early
+
+    def _entry(self, trace_id: str, now: float, early: list[Trace]) -> _Open:
+        entry = self._open.get(trace_id)
+        if entry is None:
+            if len(self._open) >= self.max_open_traces:
+                oldest = next(iter(self._open))
+                self.stats.evicted_open_traces += 1
+                early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
+            entry = _Open(trace_id, first_arrival=now, last_arrival=now)
+            self._open[trace_id] = entry
+        return entry
+
+    def _touch(self, entry: _Open, now: float) -> None:
+        entry.last_arrival = now
+        self._quiet[entry.trace_id] = None
+        self._quiet.move_to_end(entry.trace_id)
+
+    def _check_limit(self, entry: _Open, early: list[Trace]) -> None:
+        if entry.records >= self.max_spans_per_trace:
+            self.stats.span_limit_hits += 1
+            early.append(self._decide(entry.trace_id, DecideReason.SPAN_LIMIT, truncated=True))
 
     def due(self, now: float, limit: int | None = None) -> list[Trace]:
         """Traces whose decision time has come, at most ``limit`` (oldest first)."""
@@ -199,9 +252,13 @@ class Assembler:
 
     def drop_partitions(self, partitions: Iterable[int]) -> list[str]:
         """Forget undecided traces fed by any of ``partitions`` (on revoke)."""
+        # The topics are co-partitioned: partition i of spans and of logs go together.
         revoked = set(partitions)
         dropped = [
-            tid for tid, entry in self._open.items() if revoked.intersection(entry.first_offsets)
+            tid
+            for tid, entry in self._open.items()
+            if revoked.intersection(entry.first_offsets)
+            or revoked.intersection(entry.first_log_offsets)
         ]
         for trace_id in dropped:
             self._forget(trace_id)
@@ -210,12 +267,11 @@ class Assembler:
 
     def held_offsets(self) -> dict[int, int]:
         """Lowest offset per partition still needed by an undecided trace."""
-        held: dict[int, int] = {}
-        for entry in self._open.values():
-            for partition, offset in entry.first_offsets.items():
-                if offset < held.get(partition, offset + 1):
-                    held[partition] = offset
-        return held
+        return _lowest(entry.first_offsets for entry in self._open.values())
+
+    def held_log_offsets(self) -> dict[int, int]:
+        """Lowest logs-topic offset per partition still needed by an undecided trace."""
+        return _lowest(entry.first_log_offsets for entry in self._open.values())
 
     def _forget(self, trace_id: str) -> None:
         del self._open[trace_id]
@@ -231,3 +287,17 @@ class Assembler:
         if not trace.has_root:
             self.stats.orphan_traces += 1
         return trace
+
+
+def _lower(first_offsets: dict[int, int], ref: RecordRef) -> None:
+    if ref.offset < first_offsets.get(ref.partition, ref.offset + 1):
+        first_offsets[ref.partition] = ref.offset
+
+
+def _lowest(offsets: Iterable[Mapping[int, int]]) -> dict[int, int]:
+    held: dict[int, int] = {}
+    for first_offsets in offsets:
+        for partition, offset in first_offsets.items():
+            if offset < held.get(partition, offset + 1):
+                held[partition] = offset
+    return held

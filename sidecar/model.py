@@ -1,7 +1,7 @@
 """Plain records that flow through the pipeline.
 
-Everything here is immutable data with no I/O: spans as decoded from OTLP,
-assembled traces, transcripts, and the results of checks, criteria and
+Everything here is immutable data with no I/O: spans and log records as
+decoded from OTLP, assembled traces, transcripts, and the results of checks, criteria and
 verdicts. Stages take these and return these.
 """
 
@@ -70,6 +70,27 @@ class Span:
 
 
 @dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One OTLP log record, ids as lowercase hex (``None`` when the record has none).
+
+    ``event_name`` is the record's ``event_name`` field (OTLP 1.5+), else its
+    ``event.name`` attribute, else ``""``. ``body`` is the AnyValue as plain
+    Python (a kvlist becomes ``dict``), ``None`` when absent.
+    """
+
+    trace_id: str | None
+    span_id: str | None
+    event_name: str = ""
+    time_unix_nano: int = 0
+    attributes: Attributes = field(default_factory=dict)
+    body: AttrValue = None
+    resource: Attributes = field(default_factory=dict)
+    scope_name: str = ""
+    # Values (attributes or body) left out as None because they nest too deeply to read.
+    unreadable: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RecordRef:
     """Where a span came from: a Kafka partition and offset (or a file line)."""
 
@@ -119,6 +140,10 @@ class Trace:
     # Lowest contributing offset per partition; the commit rule needs it.
     first_offsets: Mapping[int, int] = field(default_factory=dict)
     partial: bool = False
+    # Log records that joined the trace (GenAI content as events), in arrival order,
+    # and the lowest contributing offset per partition of the logs topic.
+    logs: tuple[LogRecord, ...] = ()
+    first_log_offsets: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

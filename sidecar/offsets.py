@@ -4,6 +4,11 @@ For each partition the committable offset is the lowest offset still needed by
 an undecided trace, either still assembling or in flight (judging, emitting),
 or else the next offset after the last consumed record. A trace stops holding
 only once its verdicts are emitted and acknowledged.
+
+The spans and the logs topic have one tracker each; a trace holds in both
+under one token (``hold(..., token=)`` in the second), so releasing it frees
+its offsets in both: a logs offset is committed only once every trace whose
+records lie at or below it is decided, exactly as a spans offset.
 """
 
 from __future__ import annotations
@@ -22,9 +27,13 @@ class OffsetTracker:
         if offset + 1 > self._next.get(partition, -1):
             self._next[partition] = offset + 1
 
-    def hold(self, first_offsets: Mapping[int, int]) -> int:
-        """Hold the given lowest offsets per partition until ``release(token)``."""
-        token = next(self._tokens)
+    def hold(self, first_offsets: Mapping[int, int], token: int | None = None) -> int:
+        """Hold the given lowest offsets per partition until ``release(token)``.
+
+        ``token``: one another tracker handed out, to hold under it here too.
+        """
+        if token is None:
+            token = next(self._tokens)
         for partition, offset in first_offsets.items():
             self._holds.setdefault(partition, {})[token] = offset
         return token

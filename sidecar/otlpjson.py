@@ -1,4 +1,4 @@
-"""Write OTLP/JSON: the protobuf JSON mapping with hex ids, as the Collector's file exporter does."""
+"""Write OTLP/JSON (traces or logs): the protobuf JSON mapping with hex ids, as the Collector's file exporter does."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import json
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from google.protobuf.message import Message
 
 _ID_FIELDS = {"traceId", "spanId", "parentSpanId"}
 
 
-def request_to_dict(request: ExportTraceServiceRequest) -> dict[str, Any]:
+def request_to_dict(request: Message) -> dict[str, Any]:
     document: dict[str, Any] = MessageToDict(request)
     _hex_ids(document)
     return document
 
 
-def request_to_json_line(request: ExportTraceServiceRequest) -> str:
+def request_to_json_line(request: Message) -> str:
     return json.dumps(request_to_dict(request), separators=(",", ":"), ensure_ascii=False)
 
 

@@ -2,11 +2,17 @@
 
 Accepted inputs, detected per file:
 
-- OTLP/JSON lines: one ``ExportTraceServiceRequest`` per line (the Collector's
-  file exporter with ``format: json``), or one pretty-printed JSON document;
+- OTLP/JSON lines: one ``ExportTraceServiceRequest`` or
+  ``ExportLogsServiceRequest`` per line (the Collector's file exporter with
+  ``format: json``), or one pretty-printed JSON document;
 - the file exporter's ``format: proto``: each message prefixed by its length as
   a 4-byte big-endian integer;
-- a single binary ``ExportTraceServiceRequest``.
+- a single binary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``.
+
+Traces and logs are told apart by content, per request, never by file name
+(``sidecar.decode_logs.decode_signal``), so trace and log files, or files that
+mix both, go in one call; log records join their traces as on Kafka
+(``Assembler.add_logs``), whatever the order of the files.
 
 Every trace in the input is decided at end of input (reason ``flush``,
 :func:`end_of_input`, which ``sidecar backfill`` uses at its stop offsets too)
@@ -31,10 +37,11 @@ from pathlib import Path
 
 from sidecar.assemble import Assembler
 from sidecar.capture import CaptureWarnings
-from sidecar.decode import Encoding, decode
+from sidecar.decode import Encoding
+from sidecar.decode_logs import Decoded, decode_signal
 from sidecar.errors import DecodeError, SidecarError
 from sidecar.judge import Judge
-from sidecar.model import DecideReason, Span, Trace
+from sidecar.model import DecideReason, Trace
 from sidecar.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
@@ -49,6 +56,8 @@ class ReplaySummary:
     records: int = 0
     bad_records: list[str] = field(default_factory=list)
     spans: int = 0
+    logs: int = 0
+    logs_without_trace: int = 0
     traces: int = 0
     unrouted_traces: int = 0
     verdicts: int = 0
@@ -113,7 +122,7 @@ def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
         # The framing adding up is strong evidence; the first message confirms
         # it. A later corrupt message is then one bad record, not a lost file.
         try:
-            decode(parts[0], "otlp_proto")
+            decode_signal(parts[0], "otlp_proto")
         except DecodeError:
             parts = None
     if parts is not None:
@@ -144,13 +153,16 @@ def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]
         for where, payload, encoding in read_payloads(path):
             summary.records += 1
             try:
-                spans: list[Span] = decode(payload, encoding)
+                decoded: Decoded = decode_signal(payload, encoding)
             except DecodeError as exc:
                 summary.bad_records.append(f"{where}: {exc.reason}: {exc}")
                 continue
-            summary.spans += len(spans)
-            traces.extend(assembler.add(spans, 0.0))
+            summary.spans += len(decoded.spans)
+            summary.logs += len(decoded.logs)
+            traces.extend(assembler.add(decoded.spans, 0.0))
+            traces.extend(assembler.add_logs(decoded.logs, 0.0))
     traces.extend(end_of_input(assembler))
+    summary.logs_without_trace = assembler.stats.logs_without_trace
     summary.traces = len(traces)
     return traces
 

@@ -38,6 +38,8 @@ class _Section(BaseModel):
 class KafkaSettings(_Section):
     bootstrap_servers: str = "localhost:9092"
     topic: str = "otlp_spans"
+    # The second input (GenAI content as events); co-partitioned with `topic`. "" or null: off.
+    logs_topic: str | None = "otlp_logs"
     group_id: str = "sidecar"
     client_id: str = "sidecar"
     encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"

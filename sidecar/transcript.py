@@ -1,7 +1,8 @@
 """Turn an assembled trace into a ``Transcript``.
 
-Every span is read by the first convention that recognises it, in the
-precedence the conventions declare (``sidecar.conventions.read_span``); this
+Log records that joined the trace are folded into their spans first
+(``sidecar.events``). Every span is read by the first convention that
+recognises it, in the precedence the conventions declare (``sidecar.conventions.read_span``); this
 module knows no convention by name. It decides, across the whole trace,
 which span is the root and which the agent, what the user asked, which tools
 ran, what the agent answered, and what it cost. Several conventions may meet
@@ -75,6 +76,7 @@ from sidecar.conventions import (
     text_of,
     usage,
 )
+from sidecar.events import join_logs
 from sidecar.model import (
     Attributes,
     AttrValue,
@@ -103,7 +105,7 @@ class _Step:
 
 def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Transcript:
     """Read ``trace`` into a transcript; tools named in ``untrusted_tools`` are flagged."""
-    readable, unreadable = _readable(trace.spans)
+    readable, unreadable = _readable(join_logs(trace.spans, trace.logs))
     spans = sorted(
         readable, key=lambda s: (s.start_time_unix_nano, s.end_time_unix_nano, s.span_id)
     )

@@ -1,7 +1,10 @@
 """What the service needs from the message broker: the protocols its clients implement.
 
-:class:`Source` reads the spans topic as one member of a consumer group, with
-manual commits and a :class:`RebalanceListener`; :class:`Sink` produces verdict,
+:class:`Source` reads the spans topic, and the logs topic beside it when one
+is configured, as one member of a consumer group, with manual commits and a
+:class:`RebalanceListener`. The two topics are co-partitioned: partition i of
+both is assigned to the same member (a range assignor), so the listener and
+``assigned`` speak of partition numbers, which stand for both topics; :class:`Sink` produces verdict,
 review and dead-letter records; :class:`LabelSource` reads human labels.
 ``sidecar.adapters.kafka`` implements them on aiokafka, ``sidecar.adapters.memory``
 in memory (for tests: real behaviour, no network).
@@ -22,12 +25,13 @@ from typing import Protocol
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One record of the spans topic."""
+    """One record of the spans topic, or of the logs topic (``topic`` says which)."""
 
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
+    topic: str = ""
 
 
 class RebalanceListener(Protocol):
@@ -41,7 +45,7 @@ class RebalanceListener(Protocol):
 
 
 class Source(Protocol):
-    """The spans topic, read as a consumer-group member with manual commits."""
+    """The spans (and logs) topic, read as a consumer-group member with manual commits."""
 
     async def start(self, listener: RebalanceListener) -> None:
         """Join the group; ``listener`` hears every assignment and revocation."""
@@ -62,11 +66,15 @@ class Source(Protocol):
         ...
 
     async def commit(
-        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+        self,
+        offsets: Mapping[int, int],
+        metadata: Mapping[int, str] | None = None,
+        log_offsets: Mapping[int, int] | None = None,
     ) -> bool:
-        """Commit offsets (with ``metadata`` per partition) of assigned partitions.
+        """Commit spans-topic ``offsets`` (with ``metadata``) and logs-topic ``log_offsets``.
 
-        False when nothing was committed.
+        Only assigned partitions; both topics in one request. False when
+        nothing was committed.
         """
         ...
 

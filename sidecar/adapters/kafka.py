@@ -1,6 +1,13 @@
 """The broker protocols on Kafka: the span consumer, the producer, the labels consumer.
 
-The consumer runs with ``enable_auto_commit=False``; offsets are committed by
+The consumer reads the spans topic and, when ``kafka.logs_topic`` is set,
+the logs topic beside it, in one group with the range assignor
+(``RangePartitionAssignor``; aiokafka's default is round robin): for each
+topic it hands member k the k-th range of partitions, members sorted by id,
+so with equal partition counts partition i of both topics lands on the same
+member, which is what lets a trace's spans and log records meet (the Collector
+partitions both by trace id). Unequal counts break that; :meth:`KafkaSource.start`
+logs an error naming both counts. The consumer runs with ``enable_auto_commit=False``; offsets are committed by
 the service from :class:`~sidecar.offsets.OffsetTracker`, each with metadata
 (:mod:`sidecar.handover`) that the next owner reads on assignment. A
 rebalance listener lets the service commit and drop a partition's buffered
@@ -25,6 +32,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
@@ -76,10 +84,11 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaSource:
-    """Consumer-group reader of one topic with manual commits (a ``Source``)."""
+    """Consumer-group reader of the spans and logs topics with manual commits (a ``Source``)."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         self._settings = settings
+        self._logs_topic = settings.logs_topic or None
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
             group_id=settings.group_id,
@@ -89,16 +98,46 @@ class KafkaSource:
             max_poll_records=settings.max_poll_records,
             session_timeout_ms=settings.session_timeout_ms,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            # Co-partitioning: partition i of every topic to the same member.
+            partition_assignment_strategy=(RangePartitionAssignor,),
             **_security(settings),
         )
         self._paused = False
+
+    @property
+    def topics(self) -> list[str]:
+        return [self._settings.topic, *([self._logs_topic] if self._logs_topic else [])]
 
     async def start(self, listener: RebalanceListener) -> None:
         try:
             await self._consumer.start()
         except KafkaError as exc:
             raise _unreachable(self._settings, exc) from exc
-        self._consumer.subscribe([self._settings.topic], listener=_Listener(listener))
+        if self._logs_topic:
+            await self._check_copartitioned()
+        self._consumer.subscribe(self.topics, listener=_Listener(listener))
+
+    async def _check_copartitioned(self) -> None:
+        """Log an error when the two topics differ in partition count (or one is missing)."""
+        # The public topics() fetches the same metadata but keeps only the names.
+        try:
+            cluster = await self._consumer._client.fetch_all_metadata()
+        except KafkaError as exc:
+            log.warning("could not read the topics' partition counts: %s", exc)
+            return
+        spans = cluster.partitions_for_topic(self._settings.topic) or set()
+        logs = cluster.partitions_for_topic(self._logs_topic or "") or set()
+        if len(spans) != len(logs):
+            log.error(
+                "topic %s has %d partitions and topic %s has %d: they must be equal, or a "
+                "trace's log records reach another replica than its spans and their content "
+                "is lost (give both topics the same partition count; kafka.logs_topic: '' "
+                "turns the logs input off)",
+                self._settings.topic,
+                len(spans),
+                self._logs_topic,
+                len(logs),
+            )
 
     async def stop(self) -> None:
         await _stop(self._consumer)
@@ -109,31 +148,46 @@ class KafkaSource:
         )
         records: list[Record] = []
         for tp, messages in batches.items():
-            records.extend(Record(tp.partition, m.offset, m.key, m.value) for m in messages)
+            records.extend(
+                Record(tp.partition, m.offset, m.key, m.value, tp.topic) for m in messages
+            )
         return records
 
     def assigned(self) -> set[int]:
-        return {tp.partition for tp in self._consumer.assignment()}
+        return {
+            tp.partition for tp in self._consumer.assignment() if tp.topic == self._settings.topic
+        }
 
     def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
         lags: dict[int, int] = {}
         for tp in self._consumer.assignment():
+            if tp.topic != self._settings.topic:
+                continue
             highwater = self._consumer.highwater(tp)
             if highwater is not None and tp.partition in next_offsets:
                 lags[tp.partition] = max(0, highwater - next_offsets[tp.partition])
         return lags
 
     async def commit(
-        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+        self,
+        offsets: Mapping[int, int],
+        metadata: Mapping[int, str] | None = None,
+        log_offsets: Mapping[int, int] | None = None,
     ) -> bool:
-        """Commit; False (logged) when the group is rebalancing and the commit was refused."""
-        assigned = self.assigned()
+        """Commit both topics at once; False (logged) when the group refused it (rebalancing)."""
+        assigned = self._consumer.assignment()
         notes = metadata or {}
         to_commit = {
-            TopicPartition(self._settings.topic, p): OffsetAndMetadata(o, notes.get(p, ""))
+            tp: OffsetAndMetadata(o, notes.get(p, ""))
             for p, o in offsets.items()
-            if p in assigned
+            if (tp := TopicPartition(self._settings.topic, p)) in assigned
         }
+        if self._logs_topic:
+            to_commit.update(
+                (tp, OffsetAndMetadata(o, ""))
+                for p, o in (log_offsets or {}).items()
+                if (tp := TopicPartition(self._logs_topic, p)) in assigned
+            )
         if not to_commit:
             return False
         try:
@@ -220,7 +274,7 @@ class KafkaSink:
         headers = [
             ("sidecar.dlq.reason", reason.encode()),
             ("sidecar.dlq.detail", detail[:1000].encode("utf-8", "replace")),
-            ("sidecar.source.topic", self._settings.topic.encode()),
+            ("sidecar.source.topic", (record.topic or self._settings.topic).encode()),
             ("sidecar.source.partition", str(record.partition).encode()),
             ("sidecar.source.offset", str(record.offset).encode()),
         ]

@@ -3,7 +3,8 @@
 Like httpx's ``MockTransport``: real behaviour, no patching. A
 :class:`MemoryTopic` holds partitions of records and one consumer group's
 committed offsets, with their metadata. A :class:`MemorySource` is one member
-of that group; the test moves partitions with :meth:`~MemorySource.assign` and
+of that group, reading a spans topic and, when given, a logs topic
+co-partitioned with it (partition i of both is assigned and revoked together); the test moves partitions with :meth:`~MemorySource.assign` and
 :meth:`~MemorySource.revoke`, which call the rebalance listener as Kafka does
 (on revoke while the partitions are still assigned, so the listener can commit).
 :class:`MemorySink` keeps what was sent and can be told to refuse the next sends
@@ -31,7 +32,8 @@ __all__ = ["MemoryHistory", "MemoryLabels", "MemorySink", "MemorySource", "Memor
 class MemoryTopic:
     """Partitions of records (offsets from 0) and the group's committed offsets."""
 
-    def __init__(self, partitions: int = 1) -> None:
+    def __init__(self, partitions: int = 1, *, name: str = "otlp_spans") -> None:
+        self.name = name
         self._logs: list[list[Record]] = [[] for _ in range(partitions)]
         self.committed: dict[int, int] = {}
         self.metadata: dict[int, str] = {}
@@ -42,7 +44,7 @@ class MemoryTopic:
 
     def append(self, partition: int, value: bytes | None, key: bytes | None = None) -> Record:
         log = self._logs[partition]
-        record = Record(partition, len(log), key, value)
+        record = Record(partition, len(log), key, value, self.name)
         log.append(record)
         return record
 
@@ -57,7 +59,8 @@ class MemorySource:
     """A ``Source``: one group member reading a :class:`MemoryTopic`.
 
     ``partitions`` are assigned on ``start`` (default: all of the topic's);
-    pass an empty set and call :meth:`assign` to hand them over later.
+    pass an empty set and call :meth:`assign` to hand them over later. With
+    ``logs``, the same partitions of that topic are read too.
     ``idle`` is set whenever a fetch found nothing to read.
     """
 
@@ -65,15 +68,19 @@ class MemorySource:
         self,
         topic: MemoryTopic,
         *,
+        logs: MemoryTopic | None = None,
         partitions: Iterable[int] | None = None,
         max_records: int = 500,
         journal: list[str] | None = None,
     ) -> None:
         self.topic = topic
+        self.logs = logs
+        self.log_positions: dict[int, int] = {}
         self.max_records = max_records
         self.journal: list[str] = [] if journal is None else journal
         self.positions: dict[int, int] = {}
         self.commits: list[dict[int, int]] = []
+        self.log_commits: list[dict[int, int]] = []
         self.idle = asyncio.Event()
         self._initial = set(topic.partitions if partitions is None else partitions)
         self._listener: RebalanceListener | None = None
@@ -89,6 +96,7 @@ class MemorySource:
     async def stop(self) -> None:
         self.journal.append("source.stop")
         self.positions.clear()
+        self.log_positions.clear()
         self._paused_partitions.clear()
 
     async def assign(self, partitions: Iterable[int]) -> None:
@@ -97,6 +105,8 @@ class MemorySource:
         added = set(partitions) - set(self.positions)
         for partition in added:
             self.positions[partition] = self.topic.committed.get(partition, 0)
+            if self.logs is not None and partition in self.logs.partitions:
+                self.log_positions[partition] = self.logs.committed.get(partition, 0)
         self.journal.append(f"source.assigned {sorted(added)}")
         await self._listener.on_assigned(added)
 
@@ -108,19 +118,24 @@ class MemorySource:
         await self._listener.on_revoked(revoked)
         for partition in revoked:
             del self.positions[partition]
+            self.log_positions.pop(partition, None)
             self._paused_partitions.discard(partition)
 
     async def fetch(self) -> list[Record]:
         self.journal.append("source.fetch")
         await asyncio.sleep(0)
         records: list[Record] = []
-        for partition in sorted(self.positions):
-            if partition in self._paused_partitions:
-                continue
-            start = self.positions[partition]
-            batch = self.topic.records(partition)[start : start + self.max_records - len(records)]
-            records.extend(batch)
-            self.positions[partition] = start + len(batch)
+        reads = [(self.topic, self.positions)]
+        if self.logs is not None:
+            reads.append((self.logs, self.log_positions))
+        for topic, positions in reads:
+            for partition in sorted(positions):
+                if partition in self._paused_partitions:
+                    continue
+                start = positions[partition]
+                batch = topic.records(partition)[start : start + self.max_records - len(records)]
+                records.extend(batch)
+                positions[partition] = start + len(batch)
         if records:
             self.idle.clear()
         else:
@@ -138,17 +153,27 @@ class MemorySource:
         }
 
     async def commit(
-        self, offsets: Mapping[int, int], metadata: Mapping[int, str] | None = None
+        self,
+        offsets: Mapping[int, int],
+        metadata: Mapping[int, str] | None = None,
+        log_offsets: Mapping[int, int] | None = None,
     ) -> bool:
         await asyncio.sleep(0)
         accepted = {p: o for p, o in offsets.items() if p in self.positions}
-        if not accepted:
+        logs = {p: o for p, o in (log_offsets or {}).items() if p in self.log_positions}
+        if not accepted and not logs:
             return False
         self.topic.committed.update(accepted)
         for partition in accepted:
             self.topic.metadata[partition] = (metadata or {}).get(partition, "")
-        self.commits.append(accepted)
-        self.journal.append(f"source.commit {accepted}")
+        if accepted:
+            self.commits.append(accepted)
+            self.journal.append(f"source.commit {accepted}")
+        if logs:
+            assert self.logs is not None
+            self.logs.committed.update(logs)
+            self.log_commits.append(logs)
+            self.journal.append(f"source.commit_logs {logs}")
         return True
 
     async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:

@@ -250,6 +250,19 @@ class Metrics:
             "Spans that arrived after their trace was decided.",
             registry=r,
         )
+        self.logs = Counter(
+            "sidecar_logs_total", "Log records decoded from the logs topic.", registry=r
+        )
+        self.late_logs = Counter(
+            "sidecar_late_logs_total",
+            "Log records that arrived after their trace was decided (ignored).",
+            registry=r,
+        )
+        self.logs_without_trace = Counter(
+            "sidecar_logs_without_trace_total",
+            "Log records without a trace id (ignored: they join no trace).",
+            registry=r,
+        )
         self.orphan_traces = Counter(
             "sidecar_orphan_traces_total",
             "Traces decided without their root span (check partition_traces_by_id).",

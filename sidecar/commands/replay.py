@@ -95,6 +95,12 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
         f"{summary.unrouted_traces} traces matched no rubric",
         file=err,
     )
+    if summary.logs:
+        print(
+            f"replay: {summary.logs} log records; "
+            f"{summary.logs_without_trace} without a trace id (ignored)",
+            file=err,
+        )
     if summary.internal_errors:
         stages = ", ".join(f"{k} {v}" for k, v in sorted(summary.internal_errors.items()))
         print(

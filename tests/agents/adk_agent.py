@@ -4,11 +4,15 @@ Runs in the ADK environment (``tests/agents/adk_env``: google-adk 2.13, which
 needs google-genai 2.x), never in the project's, so of sidecar it may import
 only ``sidecar.otlpjson`` (protobuf only). From the repository root::
 
-    $SIDECAR_ADK_PYTHON -m tests.agents.adk_agent [--out FILE] [SCENARIO ...]
+    $SIDECAR_ADK_PYTHON -m tests.agents.adk_agent [--out FILE] [--capture MODE]
+        [--logs-out FILE] [SCENARIO ...]
 
 writes one ``ExportTraceServiceRequest`` per line (OTLP/JSON as the Collector's
 file exporter writes it), one per scenario, in the order asked (default: all
-of ``refund_shop.SCENARIOS``). ``adk_traces`` runs it for the tests.
+of ``refund_shop.SCENARIOS``). With ``--logs-out`` the log records ADK emitted
+go to that file the same way, one ``ExportLogsServiceRequest`` line per
+scenario (``{}`` for a run that emitted none). ``adk_traces`` runs it for the
+tests.
 
 Everything from the runner down is ADK's own code (``InMemoryRunner``,
 ``LlmAgent``, function tools, ADK's telemetry); only the model is replaced by
@@ -16,13 +20,17 @@ Everything from the runner down is ADK's own code (``InMemoryRunner``,
 
 Telemetry is configured the way an ADK user does it. ADK's tracers are
 ``trace.get_tracer("gcp.vertex.agent")`` proxies of the global tracer
-provider, so :func:`main` sets the global provider once; every run gets ids
-from its own seeded generator, and its spans are taken from an in-memory
-exporter. Environment :func:`main` sets before the first run (ADK reads it
-when a run starts):
+provider, and its event logger a proxy of the global logger provider, so
+:func:`main` sets both once; every run gets ids from its own seeded generator,
+and its spans and log records are taken from in-memory exporters. Environment
+:func:`main` sets before the first run (ADK reads it when a run starts):
 
-- ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY``: messages,
-  tool arguments and results on the spans, and no log records.
+- ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` from ``--capture``
+  (:data:`CAPTURE_MODES`): ``SPAN_ONLY`` (the default here) puts messages,
+  tool arguments and results on the spans; ``EVENT_ONLY`` puts the messages on
+  ``gen_ai.client.inference.operation.details`` log records and none on the
+  spans; ``SPAN_AND_EVENT`` both; ``default`` leaves it unset, ADK's default:
+  no content anywhere (the log records still come, without content).
 - removed, so ADK's defaults are what is traced (schema version 2, GenAI
   semconv 1.44): ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN``,
   ``OTEL_SEMCONV_STABILITY_OPT_IN``, ``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS``,
@@ -57,12 +65,19 @@ import warnings
 import zlib
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import redirect_stdout
+from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import _logs, trace
+from opentelemetry._logs import LogRecord
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from pydantic import Field
+
+from sidecar.otlpjson import request_to_json_line
 
 from .genai_spans import DEMO_EPOCH_NS, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line
@@ -79,7 +94,14 @@ with warnings.catch_warnings():
     from google.adk.runners import InMemoryRunner
     from google.genai import types
 
-TELEMETRY_ENV = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# --capture value -> the variable's value (None: unset, ADK's default of no content).
+CAPTURE_MODES: dict[str, str | None] = {
+    "SPAN_ONLY": "SPAN_ONLY",
+    "EVENT_ONLY": "EVENT_ONLY",
+    "SPAN_AND_EVENT": "SPAN_AND_EVENT",
+    "default": None,
+}
 TELEMETRY_ENV_REMOVED = (
     "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN",
     "OTEL_SEMCONV_STABILITY_OPT_IN",
@@ -183,11 +205,24 @@ class PerRunIds(IdGenerator):
         return True
 
 
+@dataclass
+class Run:
+    """One scenario's telemetry, normalised: its spans (root last) and its log records."""
+
+    spans: list[ReadableSpan]
+    logs: list[ReadableLogRecord]
+
+
 async def run_scenario(
-    scenario: Scenario, rec: Recorder, ids: PerRunIds, start_ns: int
-) -> list[ReadableSpan]:
-    """Run the agent once on ``scenario``; its spans, normalised (root last)."""
+    scenario: Scenario,
+    rec: Recorder,
+    logs: InMemoryLogRecordExporter,
+    ids: PerRunIds,
+    start_ns: int,
+) -> Run:
+    """Run the agent once on ``scenario``; its spans and log records, normalised."""
     rec.exporter.clear()
+    logs.clear()
     ids.current = SeededIdGenerator(zlib.crc32(scenario.name.encode()))
     app = rec.provider.resource.attributes["service.name"]
     assert isinstance(app, str)
@@ -204,7 +239,7 @@ async def run_scenario(
     spans = rec.spans()
     if not spans:
         raise RuntimeError("ADK recorded no spans; has its tracer stopped using the global one?")
-    return normalize_spans(spans, start_ns, scenario.name)
+    return normalize(spans, list(logs.get_finished_logs()), start_ns, scenario.name)
 
 
 # --- making a run reproducible ---------------------------------------------------------------
@@ -213,8 +248,14 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _TICK_NS = 120_000_000  # 120 ms between consecutive span boundaries
 
 
-def normalize_spans(spans: Sequence[ReadableSpan], start_ns: int, salt: str) -> list[ReadableSpan]:
-    """Rebuild spans on a fixed timeline from ``start_ns``, order and nesting kept, UUIDs renumbered."""
+def normalize(
+    spans: Sequence[ReadableSpan], logs: Sequence[ReadableLogRecord], start_ns: int, salt: str
+) -> Run:
+    """Rebuild spans on a fixed timeline from ``start_ns``, order and nesting kept, UUIDs renumbered.
+
+    A log record is put at the instant of the last span boundary before it was
+    emitted (it is emitted while its span is open), so it stays inside its span.
+    """
     instants = sorted(
         {t for s in spans for t in (s.start_time, s.end_time) if t is not None}
         | {e.timestamp for s in spans for e in s.events}
@@ -233,13 +274,15 @@ def normalize_spans(spans: Sequence[ReadableSpan], start_ns: int, salt: str) -> 
             return _UUID.sub(stable_uuid, value)
         if isinstance(value, tuple | list):
             return tuple(fix(v) for v in value)
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
         return value
 
     # Renumber in start order so the numbering does not depend on end order.
     for span in sorted(spans, key=lambda s: s.start_time or 0):
         for value in (span.attributes or {}).values():
             fix(value)
-    return [
+    new_spans = [
         ReadableSpan(
             name=s.name,
             context=s.context,
@@ -263,6 +306,31 @@ def normalize_spans(spans: Sequence[ReadableSpan], start_ns: int, salt: str) -> 
         )
         for s in spans
     ]
+    new_logs = []
+    for index, log in enumerate(logs):
+        record = log.log_record
+        emitted = record.timestamp or record.observed_timestamp or 0
+        before = [t for t in instants if t <= emitted]
+        at = (retime[before[-1]] if before else start_ns) + index
+        new_logs.append(
+            ReadableLogRecord(
+                LogRecord(
+                    timestamp=at,
+                    observed_timestamp=at,
+                    trace_id=record.trace_id,
+                    span_id=record.span_id,
+                    trace_flags=record.trace_flags,
+                    severity_text=record.severity_text,
+                    severity_number=record.severity_number,
+                    body=fix(record.body),
+                    attributes={k: fix(v) for k, v in (record.attributes or {}).items()},
+                    event_name=record.event_name,
+                ),
+                resource=log.resource,
+                instrumentation_scope=log.instrumentation_scope,
+            )
+        )
+    return Run(new_spans, new_logs)
 
 
 # --- command line -----------------------------------------------------------------------------
@@ -270,20 +338,46 @@ def normalize_spans(spans: Sequence[ReadableSpan], start_ns: int, salt: str) -> 
 
 async def run_all(
     scenarios: Sequence[Scenario], service: str, version: str, start_ns: int
-) -> list[str]:
+) -> list[Run]:
     ids = PerRunIds()
     rec = recorder(service, version, id_generator=ids)
     trace.set_tracer_provider(rec.provider)
+    logs = InMemoryLogRecordExporter()
+    log_provider = LoggerProvider(resource=rec.provider.resource, shutdown_on_exit=False)
+    log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    _logs.set_logger_provider(log_provider)
     try:
-        return [json_line(await run_scenario(s, rec, ids, start_ns)) for s in scenarios]
+        return [await run_scenario(s, rec, logs, ids, start_ns) for s in scenarios]
     finally:
         rec.provider.shutdown()
+        log_provider.shutdown()
+
+
+def logs_line(logs: Sequence[ReadableLogRecord]) -> str:
+    """One ExportLogsServiceRequest as a line of OTLP/JSON (``{}`` when there are none)."""
+    return request_to_json_line(encode_logs(logs)) if logs else "{}"
+
+
+def _write(path: str, lines: Sequence[str]) -> None:
+    text = "".join(line + "\n" for line in lines)
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all")
     parser.add_argument("--out", default="-", help="file to write (default: stdout)")
+    parser.add_argument("--logs-out", help="file for the log records (default: not written)")
+    parser.add_argument(
+        "--capture",
+        choices=list(CAPTURE_MODES),
+        default="SPAN_ONLY",
+        help=f"{CAPTURE_ENV} ('default': unset)",
+    )
     parser.add_argument("--service", default="refund-agent", help="service.name")
     parser.add_argument("--service-version", default="1.4.2", help="service.version")
     parser.add_argument("--start-ns", type=int, default=DEMO_EPOCH_NS, help="first timestamp")
@@ -291,19 +385,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown := [name for name in args.scenarios if name not in BY_NAME]:
         parser.error(f"unknown scenarios {unknown}; known: {list(BY_NAME)}")
 
-    os.environ.update(TELEMETRY_ENV)
-    for name in TELEMETRY_ENV_REMOVED:
+    for name in (CAPTURE_ENV, *TELEMETRY_ENV_REMOVED):
         os.environ.pop(name, None)
+    if (mode := CAPTURE_MODES[args.capture]) is not None:
+        os.environ[CAPTURE_ENV] = mode
     scenarios = [BY_NAME[name] for name in args.scenarios] or list(SCENARIOS)
     # Anything ADK prints goes to stderr; stdout is for the OTLP lines only.
     with redirect_stdout(sys.stderr):
-        lines = asyncio.run(run_all(scenarios, args.service, args.service_version, args.start_ns))
-    text = "".join(line + "\n" for line in lines)
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.out, "w", encoding="utf-8") as out:
-            out.write(text)
+        runs = asyncio.run(run_all(scenarios, args.service, args.service_version, args.start_ns))
+    _write(args.out, [json_line(run.spans) for run in runs])
+    if args.logs_out:
+        _write(args.logs_out, [logs_line(run.logs) for run in runs])
     return 0
 
 

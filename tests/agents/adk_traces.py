@@ -5,8 +5,12 @@ an environment of its own (``tests/agents/adk_env``, made by ``scripts/bootstrap
 adk``) as a subprocess, ``python -m tests.agents.adk_agent``, and hands over
 OTLP/JSON lines, as a Collector's file exporter would. The interpreter is
 ``$SIDECAR_ADK_PYTHON`` (scripts/test sets it), else ``.venv-adk/bin/python``.
-Each set of scenarios runs once per test session; a missing environment or a
-failed run fails the tests that need it, with the reason.
+Each set of scenarios runs once per test session and capture mode
+(:func:`adk2_run`: ``SPAN_ONLY``, the default, ``EVENT_ONLY``,
+``SPAN_AND_EVENT`` or ``default``, ADK's no-content default; see
+``adk_agent.CAPTURE_MODES``), and hands over the log records ADK emitted too;
+a missing environment or a failed run fails the tests that need it, with the
+reason.
 
 ADK 1.x is no longer installable next to ADK 2, so its traces are the ones
 recorded from ADK 1.14 in ``tests/data/adk1`` (see the README there).
@@ -17,13 +21,16 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from sidecar.decode import decode
-from sidecar.model import Span
+from sidecar.decode_logs import decode_logs
+from sidecar.model import LogRecord, Span
 from tests.agents.refund_shop import SCENARIOS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,12 +45,37 @@ def adk_python(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(environ.get(ADK_PYTHON_ENV) or DEFAULT_ADK_PYTHON)
 
 
+CAPTURE_MODES = ("SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT", "default")
+
+
+@dataclass(frozen=True, slots=True)
+class AdkRun:
+    """One scenario's live run: its trace and its log records, each one OTLP/JSON line.
+
+    ``logs_line`` is ``{}`` when ADK emitted no log record.
+    """
+
+    trace_line: str
+    logs_line: str
+
+    def spans(self) -> list[Span]:
+        return decode(self.trace_line.encode())
+
+    def logs(self) -> list[LogRecord]:
+        return [] if self.logs_line == "{}" else decode_logs(self.logs_line.encode())
+
+
+def adk2_run(names: tuple[str, ...] = ALL, capture: str = "SPAN_ONLY") -> dict[str, AdkRun]:
+    """Traces and logs of a live ADK 2 run of ``names`` in content-capture mode ``capture`` (cached)."""
+    runs = _run_adk2(names, adk_python(), capture)
+    if isinstance(runs, str):
+        pytest.fail(runs, pytrace=False)
+    return runs
+
+
 def adk2_lines(names: tuple[str, ...] = ALL) -> dict[str, str]:
     """One OTLP/JSON line per scenario, from a live ADK 2 run of ``names`` (cached)."""
-    lines = _run_adk2(names, adk_python())
-    if isinstance(lines, str):
-        pytest.fail(lines, pytrace=False)
-    return lines
+    return {name: run.trace_line for name, run in adk2_run(names).items()}
 
 
 def adk2_spans(name: str) -> list[Span]:
@@ -61,28 +93,37 @@ def adk1_spans(name: str) -> list[Span]:
 
 
 @functools.cache
-def _run_adk2(names: tuple[str, ...], python: Path) -> dict[str, str] | str:
+def _run_adk2(names: tuple[str, ...], python: Path, capture: str) -> dict[str, AdkRun] | str:
     # A failure is cached as its message too: the run would only fail again.
     setup = "run scripts/bootstrap adk, or set SIDECAR_ADK_PYTHON to its interpreter"
     if not python.is_file():
         return f"no ADK 2 environment: {python} does not exist; {setup}"
-    try:
-        done = subprocess.run(
-            [str(python), "-m", "tests.agents.adk_agent", *names],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=_RUN_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"the ADK 2 agent ({python}) did not finish within {_RUN_TIMEOUT_S}s"
-    if done.returncode != 0:
-        return (
-            f"the ADK 2 agent ({python} -m tests.agents.adk_agent) exited with "
-            f"{done.returncode}; {setup}. Its stderr ends:\n{done.stderr[-3000:]}"
-        )
+    with tempfile.TemporaryDirectory(prefix="sidecar-adk-") as tmp:
+        logs_out = Path(tmp) / "logs.jsonl"
+        command = [str(python), "-m", "tests.agents.adk_agent", "--capture", capture]
+        try:
+            done = subprocess.run(
+                [*command, "--logs-out", str(logs_out), *names],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=_RUN_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"the ADK 2 agent ({python}) did not finish within {_RUN_TIMEOUT_S}s"
+        if done.returncode != 0:
+            return (
+                f"the ADK 2 agent ({' '.join(command)}) exited with "
+                f"{done.returncode}; {setup}. Its stderr ends:\n{done.stderr[-3000:]}"
+            )
+        log_lines = logs_out.read_text(encoding="utf-8").splitlines()
     lines = done.stdout.splitlines()
-    if len(lines) != len(names):
-        return f"the ADK 2 agent wrote {len(lines)} lines for {len(names)} scenarios"
-    return dict(zip(names, lines, strict=True))
+    if len(lines) != len(names) or len(log_lines) != len(names):
+        return (
+            f"the ADK 2 agent wrote {len(lines)} trace lines and {len(log_lines)} log lines "
+            f"for {len(names)} scenarios"
+        )
+    return {
+        name: AdkRun(line, logs) for name, line, logs in zip(names, lines, log_lines, strict=True)
+    }
