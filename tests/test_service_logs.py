@@ -16,6 +16,7 @@ from typing import Any
 from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, MemoryTopic
 from sidecar.adapters.metrics import Metrics
 from sidecar.app import Service
+from sidecar.offload import inline
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
 from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, Rig, spans, started
@@ -73,6 +74,7 @@ def make_rig(partitions: int = 2, **kafka: Any) -> tuple[Rig, MemoryTopic]:
         labels=lambda: labels,
         clock=clock,
         sleep=clock.sleep,
+        offload=inline,
     )
     return Rig(service, topic, source, sink, labels, clock, journal), log_topic
 
