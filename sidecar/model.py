@@ -100,6 +100,8 @@ class Flag(enum.StrEnum):
     DUPLICATE_SPAN_IDS = "duplicate_span_ids"  # two different spans share one span id
     IMPOSSIBLE_TIMING = "impossible_timing"  # a span ends before it starts
     UNREADABLE_VALUES = "unreadable_values"  # values nested too deeply to read
+    # A conversation decided at the open-conversation bound: later turns may follow.
+    DECIDED_EARLY = "decided_early"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,8 @@ class Transcript:
     flags: tuple[Flag, ...] = ()
     # Why latency_ms is None when the root span was seen (e.g. it ends before it starts).
     latency_error: str | None = None
+    # A conversation's transcript (sidecar.conversation) holds its turns, in order; () for a trace.
+    turns: tuple[Transcript, ...] = ()
 
 
 class Outcome(enum.StrEnum):

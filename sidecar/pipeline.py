@@ -41,7 +41,7 @@ from sidecar.checks import run_checks
 from sidecar.errors import JudgeUnavailable
 from sidecar.judge import Judge, JudgeResult, Screening, all_error, screen_case
 from sidecar.model import CheckResult, CriterionResult, Outcome, Span, Trace, Transcript
-from sidecar.rubric import Rubric, route
+from sidecar.rubric import Rubric, Scope, route
 from sidecar.sample import SampleDecision, Sampler
 from sidecar.transcript import build_transcript
 from sidecar.verdict import Verdict, make_verdict
@@ -136,6 +136,8 @@ def plan(
         base = bare_transcript(trace)
     cases: list[Case] = []
     for rubric in rubrics:
+        if rubric.scope is Scope.CONVERSATION:
+            continue  # judged over the conversation's turns (sidecar.conversation)
         stage = "route"
         checks: tuple[CheckResult, ...] | None = None
         try:

@@ -227,7 +227,9 @@ class VerdictRecord(_Record):
     ``judge_model`` are required, so hand-made files may leave the rest out.
     ``rubric_hash`` and ``judge_model_version`` (provenance, DESIGN 13; when
     each is present: :mod:`sidecar.verdict`) are left out when absent, and
-    records written before them read with both ``None``.
+    records written before them read with both ``None``. So are the
+    conversation fields (``scope: conversation``, ``conversation_id``,
+    ``turns``, ``trace_ids``, ``revision``; DESIGN 12) on trace verdicts.
     """
 
     id: Annotated[str | None, BeforeValidator(_record_id)] = None
@@ -254,6 +256,12 @@ class VerdictRecord(_Record):
     judge_error: str | None = _left_out_when_none()
     raw_output: str | None = _left_out_when_none()
     redacted: str | None = _left_out_when_none()
+    # Conversation verdicts only (DESIGN 12); a trace verdict's record has none of these.
+    scope: str | None = _left_out_when_none()
+    conversation_id: str | None = _left_out_when_none()
+    turns: int | None = _left_out_when_none()
+    trace_ids: tuple[str, ...] = Field(default=(), exclude_if=lambda ids: not ids)
+    revision: int | None = _left_out_when_none()
 
     @property
     def key(self) -> str:
@@ -274,6 +282,8 @@ class VerdictRecord(_Record):
             ),
             raw_output=r(v.raw_output),
             redacted=redaction.marker,
+            # A trace verdict's record reads back without a scope; keep the two equal.
+            scope=None if v.scope == "trace" else v.scope,
         )
 
 

@@ -16,6 +16,13 @@ trace's verdicts are handed on as soon as they are decided
 (:func:`stream_verdicts`), so a long replay prints as it goes. An exception
 while evaluating one trace gives that trace errored verdicts (see
 ``sidecar.pipeline``) and is counted; the replay goes on.
+
+Rubrics with ``scope: conversation`` are evaluated after the traces: each
+trace that matches one becomes a turn, the turns are grouped by conversation
+id and split at idle gaps (:mod:`sidecar.conversation.group`), and each
+conversation gets one verdict at end of input. A trace such a rubric applies
+to but that has no conversation id is counted (``turns_without_key``) and
+skipped.
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.assemble import Assembler
+from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
+from sidecar.conversation.group import group_conversations
+from sidecar.conversation.turns import TurnRecord, turn_records
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
-from sidecar.judge import Judge
+from sidecar.judge import Judge, screen_case
 from sidecar.model import DecideReason, Span, Trace
 from sidecar.pipeline import Fault, judge_cases, plan
 from sidecar.rubric import Rubric
@@ -55,6 +65,8 @@ class ReplaySummary:
     # Faults while evaluating, by stage (each gave its trace errored verdicts).
     internal_errors: dict[str, int] = field(default_factory=dict)
     flags: dict[str, int] = field(default_factory=dict)
+    conversations: int = 0
+    turns_without_key: int = 0
 
     def fault(self, fault: Fault) -> None:
         self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
@@ -167,6 +179,8 @@ async def stream_verdicts(
     """
     done: asyncio.Queue[tuple[int, list[Verdict]]] = asyncio.Queue()
     slots = asyncio.Semaphore(max(1, concurrency))
+    conversational = [r for r in rubrics if r.conversational is not None]
+    turns: list[TurnRecord] = []
 
     async def evaluate(index: int, trace: Trace) -> None:
         verdicts: list[Verdict] = []
@@ -174,7 +188,10 @@ async def stream_verdicts(
             transcript, cases = plan(trace, rubrics, sampler, now, on_fault=summary.fault)
             for flag in transcript.flags:
                 summary.flags[flag.value] = summary.flags.get(flag.value, 0) + 1
-            if not cases:
+            records, without_key = turn_records(trace, transcript, conversational)
+            turns.extend(records)
+            summary.turns_without_key += len(without_key)
+            if not cases and not records and not without_key:
                 summary.unrouted_traces += 1
             verdicts = await judge_cases(cases, judge, on_fault=summary.fault)
         # The pipeline isolates faults per case; this is the last resort, and the replay goes on.
@@ -192,21 +209,47 @@ async def stream_verdicts(
                 await slots.acquire()
                 tasks.create_task(evaluate(index, trace))
 
+    def count(verdicts: list[Verdict]) -> None:
+        for verdict in verdicts:
+            summary.verdicts += 1
+            summary.judged += int(verdict.judged)
+            key = verdict.outcome.value
+            summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
+
     feeder = asyncio.create_task(feed())
     try:
         for _ in range(len(traces)):
             index, verdicts = await done.get()
-            for verdict in verdicts:
-                summary.verdicts += 1
-                summary.judged += int(verdict.judged)
-                key = verdict.outcome.value
-                summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
+            count(verdicts)
             yield index, verdicts
         await feeder
     finally:
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
+    specs = {r.id: r.conversational for r in conversational if r.conversational is not None}
+    by_id = {r.id: r for r in conversational}
+    for number, conversation in enumerate(group_conversations(turns, specs)):
+        rubric = by_id[conversation.rubric_id]
+        case = plan_conversation(
+            rubric,
+            conversation.transcript(),
+            conversation.conversation_id,
+            sampler,
+            now,
+            screen=screen_case,
+            on_fault=summary.fault,
+        )
+        verdict = await conversation_verdict(
+            case,
+            judge,
+            conversation_id=conversation.conversation_id,
+            revision=conversation.revision,
+            on_fault=summary.fault,
+        )
+        summary.conversations += 1
+        count([verdict])
+        yield len(traces) + number, [verdict]
 
 
 async def evaluate_traces(
