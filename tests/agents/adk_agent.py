@@ -10,6 +10,11 @@ writes one ``ExportTraceServiceRequest`` per line (OTLP/JSON as the Collector's
 file exporter writes it), one per scenario, in the order asked (default: all
 of ``refund_shop.SCENARIOS``). ``adk_traces`` runs it for the tests.
 
+With ``--sessions``, the names are of ``refund_shop.SESSIONS``: each session's
+turns run one after another in one ADK session (one session service, so the
+model sees the earlier turns), each turn its own invocation and trace, a
+minute apart; one line per turn, in order.
+
 Everything from the runner down is ADK's own code (``InMemoryRunner``,
 ``LlmAgent``, function tools, ADK's telemetry); only the model is replaced by
 :class:`ScriptedModel`, which answers from a script instead of the network.
@@ -66,7 +71,7 @@ from pydantic import Field
 
 from .genai_spans import DEMO_EPOCH_NS, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line
-from .refund_shop import BY_NAME, INSTRUCTION, MODEL, SCENARIOS, TOOLS, Scenario
+from .refund_shop import BY_NAME, INSTRUCTION, MODEL, SCENARIOS, SESSIONS, TOOLS, Scenario
 
 with warnings.catch_warnings():
     # Importing ADK pulls in vertexai and google-cloud-aiplatform, which warn at
@@ -76,7 +81,8 @@ with warnings.catch_warnings():
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
-    from google.adk.runners import InMemoryRunner
+    from google.adk.runners import InMemoryRunner, Runner
+    from google.adk.sessions import BaseSessionService
     from google.genai import types
 
 TELEMETRY_ENV = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
@@ -184,17 +190,29 @@ class PerRunIds(IdGenerator):
 
 
 async def run_scenario(
-    scenario: Scenario, rec: Recorder, ids: PerRunIds, start_ns: int
+    scenario: Scenario,
+    rec: Recorder,
+    ids: PerRunIds,
+    start_ns: int,
+    sessions: BaseSessionService | None = None,
 ) -> list[ReadableSpan]:
-    """Run the agent once on ``scenario``; its spans, normalised (root last)."""
+    """Run the agent once on ``scenario``; its spans, normalised (root last).
+
+    ``sessions``: a session service that already holds the scenario's session
+    (a later turn of it); by default a fresh in-memory one with a new session.
+    """
     rec.exporter.clear()
     ids.current = SeededIdGenerator(zlib.crc32(scenario.name.encode()))
     app = rec.provider.resource.attributes["service.name"]
     assert isinstance(app, str)
-    runner = InMemoryRunner(agent=build_agent(scenario), app_name=app)
-    await runner.session_service.create_session(
-        app_name=app, user_id=scenario.user_id, session_id=scenario.session_id
-    )
+    runner: Runner
+    if sessions is None:
+        runner = InMemoryRunner(agent=build_agent(scenario), app_name=app)
+        await runner.session_service.create_session(
+            app_name=app, user_id=scenario.user_id, session_id=scenario.session_id
+        )
+    else:
+        runner = Runner(app_name=app, agent=build_agent(scenario), session_service=sessions)
     message = types.Content(role="user", parts=[types.Part(text=scenario.user_input)])
     async for _event in runner.run_async(
         user_id=scenario.user_id, session_id=scenario.session_id, new_message=message
@@ -280,6 +298,34 @@ async def run_all(
         rec.provider.shutdown()
 
 
+_TURN_GAP_NS = 60_000_000_000  # a minute between the turns of a session
+
+
+async def run_sessions(
+    names: Sequence[str], service: str, version: str, start_ns: int
+) -> list[str]:
+    """Every turn of each named session, in order, each turn in the same ADK session."""
+    ids = PerRunIds()
+    rec = recorder(service, version, id_generator=ids)
+    trace.set_tracer_provider(rec.provider)
+    lines: list[str] = []
+    try:
+        for name in names:
+            turns = SESSIONS[name]
+            first = InMemoryRunner(agent=build_agent(turns[0]), app_name=service)
+            shared = first.session_service
+            await shared.create_session(
+                app_name=service, user_id=turns[0].user_id, session_id=turns[0].session_id
+            )
+            for number, turn in enumerate(turns):
+                at = start_ns + number * _TURN_GAP_NS
+                lines.append(json_line(await run_scenario(turn, rec, ids, at, shared)))
+            await first.close()
+    finally:
+        rec.provider.shutdown()
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all")
@@ -287,17 +333,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service", default="refund-agent", help="service.name")
     parser.add_argument("--service-version", default="1.4.2", help="service.version")
     parser.add_argument("--start-ns", type=int, default=DEMO_EPOCH_NS, help="first timestamp")
+    parser.add_argument("--sessions", action="store_true", help="the names are multi-turn sessions")
     args = parser.parse_args(argv)
-    if unknown := [name for name in args.scenarios if name not in BY_NAME]:
-        parser.error(f"unknown scenarios {unknown}; known: {list(BY_NAME)}")
+    known = SESSIONS if args.sessions else BY_NAME
+    if unknown := [name for name in args.scenarios if name not in known]:
+        parser.error(f"unknown names {unknown}; known: {list(known)}")
 
     os.environ.update(TELEMETRY_ENV)
     for name in TELEMETRY_ENV_REMOVED:
         os.environ.pop(name, None)
-    scenarios = [BY_NAME[name] for name in args.scenarios] or list(SCENARIOS)
     # Anything ADK prints goes to stderr; stdout is for the OTLP lines only.
     with redirect_stdout(sys.stderr):
-        lines = asyncio.run(run_all(scenarios, args.service, args.service_version, args.start_ns))
+        if args.sessions:
+            names = args.scenarios or list(SESSIONS)
+            lines = asyncio.run(
+                run_sessions(names, args.service, args.service_version, args.start_ns)
+            )
+        else:
+            scenarios = [BY_NAME[name] for name in args.scenarios] or list(SCENARIOS)
+            lines = asyncio.run(
+                run_all(scenarios, args.service, args.service_version, args.start_ns)
+            )
     text = "".join(line + "\n" for line in lines)
     if args.out == "-":
         sys.stdout.write(text)

@@ -24,7 +24,7 @@ import pytest
 
 from sidecar.decode import decode
 from sidecar.model import Span
-from tests.agents.refund_shop import SCENARIOS
+from tests.agents.refund_shop import SCENARIOS, SESSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 ADK_PYTHON_ENV = "SIDECAR_ADK_PYTHON"
@@ -44,6 +44,14 @@ def adk2_lines(names: tuple[str, ...] = ALL) -> dict[str, str]:
     if isinstance(lines, str):
         pytest.fail(lines, pytrace=False)
     return lines
+
+
+def adk2_session_lines(names: tuple[str, ...]) -> list[str]:
+    """One OTLP/JSON line per turn of each named ``refund_shop.SESSIONS`` session (cached)."""
+    lines = _run_adk2(("--sessions", *names), adk_python())
+    if isinstance(lines, str):
+        pytest.fail(lines, pytrace=False)
+    return list(lines.values())
 
 
 def adk2_spans(name: str) -> list[Span]:
@@ -83,6 +91,11 @@ def _run_adk2(names: tuple[str, ...], python: Path) -> dict[str, str] | str:
             f"{done.returncode}; {setup}. Its stderr ends:\n{done.stderr[-3000:]}"
         )
     lines = done.stdout.splitlines()
-    if len(lines) != len(names):
-        return f"the ADK 2 agent wrote {len(lines)} lines for {len(names)} scenarios"
-    return dict(zip(names, lines, strict=True))
+    if names[:1] == ("--sessions",):
+        expected = sum(len(SESSIONS[name]) for name in names[1:])
+        keys = [turn.name for name in names[1:] for turn in SESSIONS[name]]
+    else:
+        expected, keys = len(names), list(names)
+    if len(lines) != expected:
+        return f"the ADK 2 agent wrote {len(lines)} lines for {expected} runs"
+    return dict(zip(keys, lines, strict=True))
