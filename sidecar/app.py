@@ -182,6 +182,8 @@ class Service:
         self.conversations: ConversationStage | None = None
         self._new_turns: Callable[[], TurnSink] | None = None
         self._turns: TurnSink | None = None
+        # Set without a stage too, so the dashboard's open/limit ratio reads 0, not NaN.
+        self.metrics.conversations.open_limit.set(c.max_open_conversations)
         if not (c.enabled and self.conversation_rubrics):
             return
         self._new_turns = turns or functools.partial(KafkaTurnSink, settings.kafka, c)
