@@ -592,6 +592,21 @@ def quality() -> Board:
             unit="percentunit",
             hi=1,
         ),
+        timeseries(
+            "Acceptable share by scope",
+            "Acceptable / (acceptable + unacceptable) per rubric and scope: trace (one run) or conversation (all turns of a session, DESIGN 12). A conversation can fail where each of its turns passes, and the other way round.",
+            (case_share("acceptable", ["rubric", "scope"]), "{{rubric}} {{scope}}"),
+            unit="percentunit",
+            hi=1,
+            steps=GOOD_HIGH,
+        ),
+        timeseries(
+            "Cases per minute by scope",
+            "Evaluated cases per minute, trace verdicts and conversation verdicts apart.",
+            (per_minute("sidecar_cases_total", CASES, by=["scope"]), "{{scope}}"),
+            unit="cpm",
+            stack=True,
+        ),
         row("Drift: agent versions beside rubric versions and judge models"),
         timeseries(
             "Acceptable share by agent version",
@@ -1082,6 +1097,64 @@ def pipeline() -> Board:
             "Verdicts emitted again for an idempotency key seen before: redelivery after a crash or rebalance (at-least-once).",
             (per_minute("sidecar_duplicate_verdicts_total"), "duplicates"),
             unit="cpm",
+        ),
+        row("Conversations"),
+        timeseries(
+            "Open conversations per replica, share of the bound",
+            "Open conversations / max_open_conversations per replica. At 1 the least recently active conversation is decided early (flagged decided_early); the SidecarOpenConversationsNearBound alert fires above 0.9.",
+            (
+                "max by (instance) (sidecar_open_conversations / sidecar_open_conversations_limit)",
+                "{{instance}}",
+            ),
+            unit="percentunit",
+            hi=1,
+            steps=[("transparent", None), ("orange", 0.9)],
+        ),
+        timeseries(
+            "Turns per conversation",
+            "Median and 90th percentile of the turns of decided conversations.",
+            (
+                "histogram_quantile(0.5, sum by (le) "
+                f"(rate(sidecar_conversation_length_turns_bucket[{RATE}])))",
+                "p50",
+            ),
+            (
+                "histogram_quantile(0.9, sum by (le) "
+                f"(rate(sidecar_conversation_length_turns_bucket[{RATE}])))",
+                "p90",
+            ),
+            unit="short",
+        ),
+        timeseries(
+            "Conversations decided per minute by reason",
+            "idle: idle_timeout_s passed after the last turn; turn_limit: max_turns reached; max_age: max_age_s passed; evicted: the open-conversation bound forced an early decision.",
+            (per_minute("sidecar_conversations_decided_total", by=["reason"]), "{{reason}}"),
+            unit="cpm",
+            stack=True,
+        ),
+        timeseries(
+            "Re-opened and forgotten conversations per minute",
+            "Re-opened: a late turn arrived for a decided conversation; its next verdict is revision n+1. Forgotten: decided conversations dropped from memory (decided_memory).",
+            (per_minute("sidecar_conversations_reopened_total"), "re-opened"),
+            (per_minute("sidecar_conversations_forgotten_total"), "forgotten"),
+            unit="cpm",
+        ),
+        timeseries(
+            "Turn records per minute by result",
+            "published / no_key: the trace stage (no_key: a conversation rubric applies but the trace has no conversation id); accepted / duplicate / malformed / unknown_rubric: the conversation stage.",
+            (per_minute("sidecar_conversation_turns_total", by=["result"]), "{{result}}"),
+            unit="cpm",
+            stack=True,
+        ),
+        timeseries(
+            "Conversation verdict time after the decision",
+            "From deciding a conversation to its verdict emitted (checks, judge, delivery); the idle timeout is not in it.",
+            (
+                "histogram_quantile(0.9, sum by (le) "
+                f"(rate(sidecar_conversation_verdict_seconds_bucket[{RATE}])))",
+                "p90",
+            ),
+            unit="s",
         ),
         row("Kafka and sampling"),
         timeseries(

@@ -41,6 +41,13 @@ Bounds and isolation:
   ``sidecar_delivery_failing`` is 1;
 - each commit carries the ids of traces decided early below it
   (``sidecar.handover``), so the next owner flags their tails ``partial``.
+
+Conversations (DESIGN 12): when some rubric has ``scope: conversation`` (and
+``conversations.enabled``), each trace such a rubric applies to is published
+as a turn record to ``eval_turns`` before its offsets are released, and the
+conversation stage (:mod:`sidecar.conversation.stage`, its own consumer group)
+runs beside the trace loop in the same TaskGroup, emitting its verdicts
+through the same span, metrics, record and review path.
 """
 
 from __future__ import annotations
@@ -65,9 +72,12 @@ from sidecar.adapters.metrics import (
     record_verdict,
 )
 from sidecar.adapters.otel import VerdictSpans
+from sidecar.adapters.turns import KafkaTurnSink, turn_source
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.capture import CaptureWarnings
 from sidecar.checks import run_checks
+from sidecar.conversation.stage import ConversationStage, TurnSink, TurnSource
+from sidecar.conversation.turns import turn_records
 from sidecar.decode import Encoding, decode
 from sidecar.decode_logs import decode_logs
 from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
@@ -75,7 +85,7 @@ from sidecar.gauges import retire
 from sidecar.handover import Handover
 from sidecar.judge import Judge
 from sidecar.judge.service import same_family
-from sidecar.model import DecideReason, LogRecord, RecordRef, Span, Trace
+from sidecar.model import DecideReason, LogRecord, RecordRef, Span, Trace, Transcript
 from sidecar.offload import Offload, PlanThread
 from sidecar.offsets import OffsetTracker
 from sidecar.pipeline import Case, Fault, RunChecks, case_flags, is_fragment, judge_cases, plan
@@ -121,6 +131,8 @@ class Service:
         offload: Offload | None = None,
         checks: RunChecks = run_checks,
         log_decoder: LogDecoder = decode_logs,
+        turns: Callable[[], TurnSink] | None = None,
+        turn_source: Callable[[], TurnSource] | None = None,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
@@ -193,6 +205,39 @@ class Service:
         self._committed_logs: dict[int, int] = {}
         self._last_commit = 0.0
         record_rubrics(metrics, self.rubrics)
+        self._init_conversations(turns, turn_source)
+
+    def _init_conversations(
+        self,
+        turns: Callable[[], TurnSink] | None,
+        source: Callable[[], TurnSource] | None,
+    ) -> None:
+        settings = self.settings
+        c = settings.conversations
+        self.conversation_rubrics = [r for r in self.rubrics if r.conversational is not None]
+        self.conversations: ConversationStage | None = None
+        self._new_turns: Callable[[], TurnSink] | None = None
+        self._turns: TurnSink | None = None
+        # Set without a stage too, so the dashboard's open/limit ratio reads 0, not NaN.
+        self.metrics.conversations.open_limit.set(c.max_open_conversations)
+        if not (c.enabled and self.conversation_rubrics):
+            return
+        self._new_turns = turns or functools.partial(KafkaTurnSink, settings.kafka, c)
+        self.conversations = ConversationStage(
+            c,
+            self.conversation_rubrics,
+            source=source or functools.partial(turn_source, settings.kafka, c),
+            emit=self._emit_case,
+            judge=self.judge,
+            sampler=self.sampler,
+            metrics=self.metrics.conversations,
+            evictions=self.metrics.evictions.labels(kind="open_conversations"),
+            commit_interval_s=settings.kafka.commit_interval_s,
+            shutdown_timeout_s=settings.shutdown_timeout_s,
+            clock=self.clock,
+            sleep=self.sleep,
+            on_fault=self._fault,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -218,6 +263,8 @@ class Service:
             async with asyncio.TaskGroup() as tasks:
                 if self._labels is not None:
                     tasks.create_task(self._read_labels(self._labels, stop))
+                if self.conversations is not None:
+                    tasks.create_task(self.conversations.run(stop))
                 while not stop.is_set():
                     await self.step()
                 await self.drain()
@@ -229,16 +276,22 @@ class Service:
         self._source = self._new_source()
         self._sink = self._new_sink()
         self._labels = self._new_labels() if self._new_labels is not None else None
+        self._turns = self._new_turns() if self._new_turns is not None else None
         await self.server.start()
         try:
             await self.sink.start()
+            if self._turns is not None:
+                await self._turns.start()
             await self.source.start(self)
             if self._labels is not None:
                 await self._labels.start()
+            if self.conversations is not None:
+                await self.conversations.start()
         except SourceError:
-            clients: list[LabelSource | Source | Sink | None] = [
+            clients: list[LabelSource | Source | Sink | TurnSink | None] = [
                 self._labels,
                 self._source,
+                self._turns,
                 self._sink,
             ]
             for client in clients:
@@ -283,7 +336,11 @@ class Service:
         self.metrics.ready.set(0)
         if self._labels is not None:
             await self._labels.stop()
+        if self.conversations is not None:
+            await self.conversations.stop()
         await self.source.stop()
+        if self._turns is not None:
+            await self._turns.stop()
         await self.sink.stop()
         if self.judge is not None:
             await self.judge.aclose()
@@ -457,6 +514,7 @@ class Service:
             for case, verdict in zip(cases, verdicts, strict=True):
                 await self._emit(verdict)
                 await self._route_review(case, verdict)
+            await self._publish_turns(trace, transcript)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -465,6 +523,25 @@ class Service:
             log.exception("emitting the verdicts of trace %s failed", trace.trace_id)
             self.metrics.internal_errors.labels(stage="evaluate").inc()
         self._release(token)
+
+    async def _publish_turns(self, trace: Trace, transcript: Transcript) -> None:
+        """The trace as a turn of each conversation it belongs to, acknowledged before release."""
+        if self._turns is None:
+            return
+        records, without_key = turn_records(trace, transcript, self.conversation_rubrics)
+        counter = self.metrics.conversations.turns
+        if without_key:
+            counter.labels(result="no_key").inc(len(without_key))
+        for record in records:
+            send = functools.partial(
+                self._turns.send_turn, record.conversation_id, record.to_bytes()
+            )
+            await self._deliver(send)
+            counter.labels(result="published").inc()
+
+    async def _emit_case(self, verdict: Verdict, case: Case) -> None:
+        await self._emit(verdict)
+        await self._route_review(case, verdict)
 
     def _fault(self, fault: Fault) -> None:
         self.metrics.internal_errors.labels(stage=fault.stage).inc()

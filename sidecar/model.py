@@ -121,6 +121,8 @@ class Flag(enum.StrEnum):
     DUPLICATE_SPAN_IDS = "duplicate_span_ids"  # two different spans share one span id
     IMPOSSIBLE_TIMING = "impossible_timing"  # a span ends before it starts
     UNREADABLE_VALUES = "unreadable_values"  # values nested too deeply to read
+    # A conversation decided at the open-conversation bound: later turns may follow.
+    DECIDED_EARLY = "decided_early"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +257,8 @@ class Transcript:
     capture: Capture = field(default_factory=Capture)
     # Only LLM calls: no agent span, no tool span (an instrumented client without an agent span).
     llm_only: bool = False
+    # A conversation's transcript (sidecar.conversation) holds its turns, in order; () for a trace.
+    turns: tuple[Transcript, ...] = ()
 
 
 class Outcome(enum.StrEnum):

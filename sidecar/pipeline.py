@@ -60,7 +60,7 @@ from sidecar.model import (
     Trace,
     Transcript,
 )
-from sidecar.rubric import Rubric, route
+from sidecar.rubric import Rubric, Scope, route
 from sidecar.sample import SampleDecision, Sampler
 from sidecar.transcript import build_transcript
 from sidecar.verdict import Verdict, make_verdict
@@ -172,6 +172,8 @@ def plan(
         base = bare_transcript(trace)
     cases: list[Case] = []
     for rubric in rubrics:
+        if rubric.scope is Scope.CONVERSATION:
+            continue  # judged over the conversation's turns (sidecar.conversation)
         stage = "route"
         results: tuple[CheckResult, ...] | None = None
         try:

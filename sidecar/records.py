@@ -228,7 +228,10 @@ class VerdictRecord(_Record):
     ``rubric_hash`` and ``judge_model_version`` (provenance, DESIGN 13; when
     each is present: :mod:`sidecar.verdict`) are left out when absent, and
     records written before them read with both ``None``. ``backfill`` is
-    written only when true (a verdict of ``sidecar backfill``).
+    written only when true (a verdict of ``sidecar backfill``). The
+    conversation fields (``scope: conversation``, ``conversation_id``,
+    ``turns``, ``trace_ids``, ``revision``; DESIGN 12) are left out on trace
+    verdicts.
     """
 
     id: Annotated[str | None, BeforeValidator(_record_id)] = None
@@ -257,6 +260,12 @@ class VerdictRecord(_Record):
     redacted: str | None = _left_out_when_none()
     # True on verdicts of ``sidecar backfill``; left out (read as False) on live ones.
     backfill: bool = Field(default=False, exclude_if=lambda backfill: not backfill)
+    # Conversation verdicts only (DESIGN 12); a trace verdict's record has none of these.
+    scope: str | None = _left_out_when_none()
+    conversation_id: str | None = _left_out_when_none()
+    turns: int | None = _left_out_when_none()
+    trace_ids: tuple[str, ...] = Field(default=(), exclude_if=lambda ids: not ids)
+    revision: int | None = _left_out_when_none()
 
     @property
     def key(self) -> str:
@@ -277,6 +286,8 @@ class VerdictRecord(_Record):
             ),
             raw_output=r(v.raw_output),
             redacted=redaction.marker,
+            # A trace verdict's record reads back without a scope; keep the two equal.
+            scope=None if v.scope == "trace" else v.scope,
         )
 
 

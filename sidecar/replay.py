@@ -23,6 +23,13 @@ trace's verdicts are handed on as soon as they are decided
 (:func:`stream_verdicts`), so a long replay prints as it goes. An exception
 while evaluating one trace gives that trace errored verdicts (see
 ``sidecar.pipeline``) and is counted; the replay goes on.
+
+Rubrics with ``scope: conversation`` are evaluated after the traces: each
+trace that matches one becomes a turn, the turns are grouped by conversation
+id and split at idle gaps (:mod:`sidecar.conversation.group`), and each
+conversation gets one verdict at end of input. A trace such a rubric applies
+to but that has no conversation id is counted (``turns_without_key``) and
+skipped.
 """
 
 from __future__ import annotations
@@ -37,10 +44,13 @@ from pathlib import Path
 
 from sidecar.assemble import Assembler
 from sidecar.capture import CaptureWarnings
+from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
+from sidecar.conversation.group import group_conversations
+from sidecar.conversation.turns import TurnRecord, turn_records
 from sidecar.decode import Encoding
 from sidecar.decode_logs import Decoded, decode_signal
 from sidecar.errors import DecodeError, SidecarError
-from sidecar.judge import Judge
+from sidecar.judge import Judge, screen_case
 from sidecar.model import DecideReason, Trace
 from sidecar.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.rubric import Rubric
@@ -69,6 +79,8 @@ class ReplaySummary:
     # Traces by content field their producer did not capture (sidecar.capture).
     not_captured: dict[str, int] = field(default_factory=dict)
     capture_warnings: CaptureWarnings = field(default_factory=CaptureWarnings, repr=False)
+    conversations: int = 0
+    turns_without_key: int = 0
 
     def fault(self, fault: Fault) -> None:
         self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
@@ -202,6 +214,9 @@ async def stream_verdicts(
     done: asyncio.Queue[tuple[int, list[Verdict]] | None] = asyncio.Queue()
     slots = asyncio.Semaphore(max(1, concurrency))
     failed: list[SidecarError] = []
+    conversational = [r for r in rubrics if r.conversational is not None]
+    turns: list[TurnRecord] = []
+    fed = 0  # traces taken from ``traces``
 
     async def evaluate(index: int, trace: Trace) -> None:
         verdicts: list[Verdict] = []
@@ -213,7 +228,10 @@ async def stream_verdicts(
             for content in transcript.capture.missing:
                 summary.not_captured[content] = summary.not_captured.get(content, 0) + 1
             summary.capture_warnings.note(transcript)
-            if not cases:
+            records, without_key = turn_records(trace, transcript, conversational)
+            turns.extend(records)
+            summary.turns_without_key += len(without_key)
+            if not cases and not records and not without_key:
                 summary.unrouted_traces += 1
             verdicts = await judge_cases(cases, judge, on_fault=summary.fault)
         # The pipeline isolates faults per case; this is the last resort, and the replay goes on.
@@ -224,6 +242,7 @@ async def stream_verdicts(
 
     async def feed() -> None:
         # One task per trace, created as slots free up, so a long replay holds few tasks.
+        nonlocal fed
         source = _aiter(traces)
         try:
             async with asyncio.TaskGroup() as tasks:
@@ -239,18 +258,22 @@ async def stream_verdicts(
                         break
                     tasks.create_task(evaluate(index, trace))
                     index += 1
+                    fed = index
         finally:
             await done.put(None)
+
+    def count(verdicts: list[Verdict]) -> None:
+        for verdict in verdicts:
+            summary.verdicts += 1
+            summary.judged += int(verdict.judged)
+            key = verdict.outcome.value
+            summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
 
     feeder = asyncio.create_task(feed())
     try:
         while (item := await done.get()) is not None:
             index, verdicts = item
-            for verdict in verdicts:
-                summary.verdicts += 1
-                summary.judged += int(verdict.judged)
-                key = verdict.outcome.value
-                summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
+            count(verdicts)
             yield index, verdicts
             slots.release()
         await feeder
@@ -260,6 +283,29 @@ async def stream_verdicts(
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
+    specs = {r.id: r.conversational for r in conversational if r.conversational is not None}
+    by_id = {r.id: r for r in conversational}
+    for number, conversation in enumerate(group_conversations(turns, specs)):
+        rubric = by_id[conversation.rubric_id]
+        case = plan_conversation(
+            rubric,
+            conversation.transcript(),
+            conversation.conversation_id,
+            sampler,
+            clock() if clock is not None else now,
+            screen=screen_case,
+            on_fault=summary.fault,
+        )
+        verdict = await conversation_verdict(
+            case,
+            judge,
+            conversation_id=conversation.conversation_id,
+            revision=conversation.revision,
+            on_fault=summary.fault,
+        )
+        summary.conversations += 1
+        count([verdict])
+        yield fed + number, [verdict]
 
 
 async def _aiter(traces: Iterable[Trace] | AsyncIterable[Trace]) -> AsyncIterator[Trace]:

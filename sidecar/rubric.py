@@ -14,6 +14,10 @@ expand past a small bound, or that nests too deeply, is refused before any
 value is built. Schemas may refer only to themselves and regexes must compile
 with RE2 (:mod:`sidecar.checks.schema`), so loading a rubric never fetches
 anything and no pattern in it can backtrack.
+
+``scope: conversation`` rubrics (DESIGN 12) judge the turns of one
+conversation together; ``conversation:`` says how turns are grouped and when
+a conversation is decided (:class:`ConversationSpec`).
 """
 
 from __future__ import annotations
@@ -113,6 +117,36 @@ class CanarySpec(_Strict):
         return [base / t for t in self.traces], base / self.labels
 
 
+class Scope(enum.StrEnum):
+    """What one verdict is about: one trace, or a conversation of traces (DESIGN 12)."""
+
+    TRACE = "trace"
+    CONVERSATION = "conversation"
+
+
+DEFAULT_CONVERSATION_KEY = ("gen_ai.conversation.id", "session.id")
+
+
+class ConversationSpec(_Strict):
+    """How turns make a conversation (``scope: conversation``; :mod:`sidecar.conversation`).
+
+    ``key``: attribute names tried in order on the root/agent span, then the
+    resource; the first present one is the conversation id. A conversation is
+    decided ``idle_timeout_s`` after its last turn, at ``max_turns`` turns, or
+    ``max_age_s`` after its first turn arrived.
+    """
+
+    key: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=256)]], Field(min_length=1, max_length=8)
+    ] = Field(default_factory=lambda: list(DEFAULT_CONVERSATION_KEY))
+    idle_timeout_s: Annotated[float, Field(gt=0)] = 900.0
+    max_turns: Annotated[int, Field(ge=1, le=10_000)] = 200
+    max_age_s: Annotated[float, Field(gt=0)] = 86_400.0
+
+
+_DEFAULT_CONVERSATION = ConversationSpec()
+
+
 class Fingerprint(_Strict):
     """The content hash a rubric version had (written by ``sidecar rubrics fingerprint``)."""
 
@@ -145,6 +179,8 @@ class Rubric(_Strict):
     # calls, answer) or "llm_call" (single model calls judged alone). Unset: an agent
     # run when a check is about tool calls, else either.
     expects: Literal["agent_run", "llm_call"] | None = None
+    scope: Scope = Scope.TRACE
+    conversation: ConversationSpec | None = None
     _content_hash: str = PrivateAttr(default="")
 
     @property
@@ -188,6 +224,19 @@ class Rubric(_Strict):
                 raise ValueError(f"duplicate check name {check.name!r}")
             seen.add(check.name)
         return value
+
+    @model_validator(mode="after")
+    def _conversation_block(self) -> Rubric:
+        if self.scope is Scope.TRACE and self.conversation is not None:
+            raise ValueError("conversation: only for scope: conversation")
+        return self
+
+    @property
+    def conversational(self) -> ConversationSpec | None:
+        """The conversation settings of a ``scope: conversation`` rubric, else None."""
+        if self.scope is not Scope.CONVERSATION:
+            return None
+        return self.conversation or _DEFAULT_CONVERSATION
 
     @property
     def judge_model(self) -> str:
@@ -268,3 +317,8 @@ def route(
 ) -> list[Rubric]:
     """The rubrics whose ``applies_to`` selectors all match this trace."""
     return [r for r in rubrics if r.applies(resource, root_attributes)]
+
+
+def by_scope(rubrics: Iterable[Rubric], scope: Scope) -> list[Rubric]:
+    """The rubrics of one scope, in their order."""
+    return [r for r in rubrics if r.scope is scope]

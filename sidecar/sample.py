@@ -1,6 +1,7 @@
 """Which cases go to the judge.
 
-Deterministic by trace id: the decision hashes the trace id (not the rubric,
+Deterministic by trace id (a conversation's cases: by conversation id, given as
+``sample_key``): the decision hashes the trace id (not the rubric,
 not the replica, not the time), so every replica and every restart agrees, and
 a lower ``judge_ratio`` always selects a subset of a higher one's traces.
 
@@ -76,8 +77,10 @@ class Sampler:
         now: float,
         *,
         injection_suspected: bool = False,
+        sample_key: str | None = None,
     ) -> SampleDecision:
-        wanted = self._wanted(rubric, transcript, checks, injection_suspected)
+        """``sample_key`` replaces the trace id in the hash (a conversation's id)."""
+        wanted = self._wanted(rubric, transcript, checks, injection_suspected, sample_key)
         if wanted.judge and not self._take_budget(now):
             return SampleDecision(False, "budget")
         return wanted
@@ -88,6 +91,7 @@ class Sampler:
         transcript: Transcript,
         checks: Sequence[CheckResult],
         injection_suspected: bool,
+        sample_key: str | None,
     ) -> SampleDecision:
         if rubric.judge is None:
             return SampleDecision(False, "no_judge")
@@ -100,7 +104,7 @@ class Sampler:
             return SampleDecision(True, "warmup")
         if self.judge_all:
             return SampleDecision(True, "judge_all")
-        if trace_fraction(transcript.trace_id) < rubric.sampling.judge_ratio:
+        if trace_fraction(sample_key or transcript.trace_id) < rubric.sampling.judge_ratio:
             return SampleDecision(True, "ratio")
         return SampleDecision(False, "not_sampled")
 

@@ -110,6 +110,22 @@ class RedactionSettings(_Section):
         return Redaction.build(self.content, self.patterns)
 
 
+class ConversationSettings(_Section):
+    """The conversation stage (DESIGN 12; :mod:`sidecar.conversation`).
+
+    It runs in ``sidecar run`` when enabled and some rubric has
+    ``scope: conversation``. Its consumer group is ``group_id`` (default
+    ``<kafka.group_id>.conversations``); more replicas share its partitions.
+    """
+
+    enabled: bool = True
+    topic: str = "eval_turns"
+    group_id: str | None = None
+    max_open_conversations: Annotated[int, Field(ge=1)] = 100_000
+    decided_memory: Annotated[int, Field(ge=1)] = 10_000
+    max_inflight: Annotated[int, Field(ge=1)] = 200
+
+
 class OtelSettings(_Section):
     # Verdict spans go out as the standard OTEL_* variables say (sidecar.adapters.otel).
     enabled: bool = True
@@ -136,6 +152,7 @@ class Settings(BaseSettings):
     otel: OtelSettings = Field(default_factory=OtelSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
     # Service processes in one consumer group (``sidecar run --workers`` overrides it).
     workers: Annotated[int, Field(ge=1, le=256)] = 1

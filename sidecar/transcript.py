@@ -307,7 +307,7 @@ def _flags(
         Flag.IMPOSSIBLE_TIMING: impossible_timing,
         Flag.UNREADABLE_VALUES: unreadable > 0,
     }
-    return tuple(flag for flag in Flag if raised[flag])
+    return tuple(flag for flag in Flag if raised.get(flag))
 
 
 # --- structure -------------------------------------------------------------------------

@@ -27,6 +27,10 @@ Provenance beside rubric id, version and judge model (DESIGN 13):
 Both are left out of the record when absent, so records without them read
 (and write) as before. ``backfill`` is true on verdicts ``sidecar backfill``
 made from history (``sidecar.backfill``); live verdicts leave it out.
+
+A conversation verdict (``scope: conversation``, :mod:`sidecar.conversation`)
+adds ``conversation_id``, ``turns``, ``trace_ids`` and ``revision``; its
+idempotency key is :func:`conversation_key`. Trace verdicts leave them out.
 """
 
 from __future__ import annotations
@@ -45,6 +49,26 @@ from sidecar.redact import DEFAULT_REDACTION, Redaction
 def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
     material = "\x1f".join((trace_id, rubric_id, rubric_version, judge_model))
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def conversation_key(
+    conversation_id: str,
+    first_trace_id: str,
+    rubric_id: str,
+    rubric_version: str,
+    judge_model: str,
+    revision: int,
+) -> str:
+    """The idempotency key of a conversation verdict: one per revision (DESIGN 12).
+
+    The first turn's trace id is part of it, so a conversation id reused by an
+    unrelated later session (or re-opened after its decided state was
+    forgotten) never shares a key with the original.
+    """
+    material = "\x1f".join(
+        ("conversation", conversation_id, first_trace_id, rubric_id, rubric_version, judge_model)
+    )
+    return hashlib.sha256(f"{material}\x1f{revision}".encode()).hexdigest()
 
 
 def case_outcome(checks: Sequence[CheckResult], criteria: Sequence[CriterionResult]) -> CaseOutcome:
@@ -87,6 +111,14 @@ class Verdict:
     judge_model_version: str | None = None
     # Made by ``sidecar backfill`` from history, not by the live service.
     backfill: bool = False
+    # A conversation verdict (DESIGN 12): trace_id and root_span_id are its last turn's.
+    scope: str = "trace"
+    conversation_id: str | None = None
+    turns: int | None = None
+    trace_ids: tuple[str, ...] = ()
+    revision: int | None = None
+    # Each turn's root span id, in turn order (the verdict span links to them); not in the record.
+    root_span_ids: tuple[str | None, ...] = ()
 
     def to_record(self, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
         """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""

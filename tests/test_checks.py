@@ -21,7 +21,7 @@ from sidecar.checks._common import json_equal
 from sidecar.checks.answer import AnswerRegex
 from sidecar.checks.base import CheckConfig, CheckType
 from sidecar.checks.tools import ToolArguments
-from sidecar.model import ErrorSpan, Outcome, Transcript
+from sidecar.model import ErrorSpan, Flag, Outcome, Transcript
 from sidecar.rubric import Rubric
 from tests.builders import rubric, tool_call, transcript
 
@@ -548,6 +548,33 @@ LATENCY_CASES = [
     ),
 ]
 
+MAX_TURNS = spec(type="max_turns", limit=2)
+
+MAX_TURNS_CASES = [
+    pytest.param(MAX_TURNS, transcript(), PASS, "1 turn <= limit 2", id="max-turns-pass-trace"),
+    pytest.param(
+        MAX_TURNS,
+        transcript(turns=(transcript(), transcript())),
+        PASS,
+        "2 turns <= limit 2",
+        id="max-turns-pass-at-limit",
+    ),
+    pytest.param(
+        MAX_TURNS,
+        transcript(turns=(transcript(), transcript(), transcript())),
+        FAIL,
+        "3 turns > limit 2",
+        id="max-turns-fail",
+    ),
+    pytest.param(
+        MAX_TURNS,
+        transcript(turns=(transcript(),), flags=(Flag.DECIDED_EARLY,)),
+        ERROR,
+        "decided early",
+        id="max-turns-error-decided-early",
+    ),
+]
+
 NO_ERRORS = spec(type="no_error_spans")
 TIMEOUT = ErrorSpan(span_id="00f067aa0ba902b7", name="execute_tool lookup_order", message="timeout")
 BOOM = ErrorSpan(span_id="53995c3f42cd8ad8", name="chat gemini", message="")
@@ -807,6 +834,7 @@ ALL_CASES = [
     *LATENCY_CASES,
     *ERROR_SPAN_CASES,
     *GROUNDED_CASES,
+    *MAX_TURNS_CASES,
 ]
 
 

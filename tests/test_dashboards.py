@@ -53,8 +53,9 @@ SIDECAR_METRICS: dict[str, set[str]] = {
         "agent",
         "agent_version",
         "outcome",
+        "scope",
     },
-    "sidecar_check_results_total": {"rubric", "rubric_version", "check", "outcome"},
+    "sidecar_check_results_total": {"rubric", "rubric_version", "check", "outcome", "scope"},
     "sidecar_criterion_verdicts_total": {
         "rubric",
         "rubric_version",
@@ -63,6 +64,7 @@ SIDECAR_METRICS: dict[str, set[str]] = {
         "criterion",
         "gate",
         "outcome",
+        "scope",
     },
     "sidecar_judge_errors_total": {"judge_model", "reason"},
     "sidecar_judge_request_duration_seconds_bucket": {"judge_model", "le"},
@@ -105,6 +107,14 @@ SIDECAR_METRICS: dict[str, set[str]] = {
     },
     "sidecar_rubric_info": {"rubric", "rubric_version", "judge_model"},
     "sidecar_build_info": {"version"},
+    "sidecar_open_conversations": set(),
+    "sidecar_open_conversations_limit": set(),
+    "sidecar_conversation_length_turns_bucket": {"le"},
+    "sidecar_conversation_verdict_seconds_bucket": {"le"},
+    "sidecar_conversations_decided_total": {"reason"},
+    "sidecar_conversations_reopened_total": set(),
+    "sidecar_conversations_forgotten_total": set(),
+    "sidecar_conversation_turns_total": {"result"},
     "up": set(),
 }
 # Prometheus attaches these to every scraped series.

@@ -77,6 +77,7 @@ CONFIGS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "grounded_numbers": st.fixed_dictionaries(
         {"allow": st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3)}
     ),
+    "max_turns": st.fixed_dictionaries({"limit": st.integers(1, 300)}),
 }
 
 # Checks that cannot be decided without the answer.

@@ -104,6 +104,7 @@ def test_the_pass_rate_metric_counts_a_suspected_pass_as_held() -> None:
             "criterion": criterion,
             "gate": "true",
             "outcome": outcome,
+            "scope": "trace",
         }
         return metrics.registry.get_sample_value("sidecar_criterion_verdicts_total", labels) or 0
 

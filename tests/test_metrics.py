@@ -46,7 +46,13 @@ def metrics() -> Metrics:
     return Metrics(CollectorRegistry(), max_agents=2)
 
 
+# The verdict families carry a scope label; these tests are about trace verdicts.
+SCOPED = {"sidecar_cases_total", "sidecar_check_results_total", "sidecar_criterion_verdicts_total"}
+
+
 def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    if name in SCOPED:
+        labels.setdefault("scope", "trace")
     return metrics.registry.get_sample_value(name, labels)
 
 

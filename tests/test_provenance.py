@@ -475,6 +475,7 @@ async def test_a_version_change_mid_run_shows_on_records_spans_and_metrics() -> 
                     "criterion": name,
                     "gate": "true",
                     "outcome": outcome,
+                    "scope": "trace",
                 },
             )
             or 0.0

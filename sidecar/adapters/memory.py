@@ -20,13 +20,21 @@ none waits for time (a fetch with nothing to read returns an empty list).
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Iterable, Mapping
 
 from sidecar.adapters.broker import RebalanceListener, Record
 from sidecar.backfill import HistoryRecord
 from sidecar.errors import DeliveryError
 
-__all__ = ["MemoryHistory", "MemoryLabels", "MemorySink", "MemorySource", "MemoryTopic"]
+__all__ = [
+    "MemoryHistory",
+    "MemoryLabels",
+    "MemorySink",
+    "MemorySource",
+    "MemoryTopic",
+    "MemoryTurns",
+]
 
 
 class MemoryTopic:
@@ -338,3 +346,33 @@ class MemoryHistory:
 
     async def commit(self, offsets: Mapping[int, int]) -> None:
         self.commits.append(dict(offsets))
+
+
+class MemoryTurns:
+    """A ``TurnSink`` appending to a :class:`MemoryTopic`, partitioned by key as Kafka does."""
+
+    def __init__(self, topic: MemoryTopic, *, journal: list[str] | None = None) -> None:
+        self.topic = topic
+        self.journal: list[str] = [] if journal is None else journal
+        self.refused = 0
+        self._failures = 0
+
+    def fail(self, times: int) -> None:
+        self._failures = times
+
+    async def start(self) -> None:
+        self.journal.append("turns.start")
+
+    async def stop(self) -> None:
+        self.journal.append("turns.stop")
+
+    async def send_turn(self, conversation_id: str, payload: bytes) -> None:
+        await asyncio.sleep(0)
+        if self._failures > 0:
+            self._failures -= 1
+            self.refused += 1
+            raise DeliveryError(f"refused by the in-memory broker: turn {conversation_id}")
+        key = conversation_id.encode()
+        partition = zlib.crc32(key) % len(self.topic.partitions)
+        self.topic.append(partition, payload, key)
+        self.journal.append(f"turns.send {conversation_id}")

@@ -19,6 +19,10 @@ HELD: a PASS in a case flagged ``injection_suspected`` (by the screening or the
 judge's own report), which is not a pass until a person reviews it. Pass-rate
 queries select ``outcome="PASS"`` and ``outcome=~"PASS|FAIL"``, so HELD stays
 out of both; it is its own count.
+
+The verdict families (cases, check results, criterion verdicts) carry a
+``scope`` label: ``trace`` or ``conversation`` (DESIGN 12). The conversation
+stage's own families are in :class:`ConversationMetrics`.
 """
 
 from __future__ import annotations
@@ -76,14 +80,22 @@ class Metrics:
         # Outcomes
         self.cases = Counter(
             "sidecar_cases_total",
-            "Evaluated (trace, rubric) cases by outcome.",
-            ["rubric", "rubric_version", "judge_model", "agent", "agent_version", "outcome"],
+            "Evaluated (trace, rubric) and (conversation, rubric) cases by outcome.",
+            [
+                "rubric",
+                "rubric_version",
+                "judge_model",
+                "agent",
+                "agent_version",
+                "outcome",
+                "scope",
+            ],
             registry=r,
         )
         self.check_results = Counter(
             "sidecar_check_results_total",
             "Deterministic check results.",
-            ["rubric", "rubric_version", "check", "outcome"],
+            ["rubric", "rubric_version", "check", "outcome", "scope"],
             registry=r,
         )
         self.criterion_verdicts = Counter(
@@ -99,6 +111,7 @@ class Metrics:
                 "criterion",
                 "gate",
                 "outcome",
+                "scope",
             ],
             registry=r,
         )
@@ -372,6 +385,7 @@ class Metrics:
             registry=r,
         )
         self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
+        self.conversations = ConversationMetrics(r)
 
     def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
         """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
@@ -392,6 +406,64 @@ class Metrics:
             self._model_versions.add(value)
             return value
         return "other"
+
+
+class ConversationMetrics:
+    """The conversation stage and the turns the trace stage hands it (DESIGN 12)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.turns = Counter(
+            "sidecar_conversation_turns_total",
+            "Turn records, by result: published|no_key (trace stage); "
+            "accepted|duplicate|malformed|unknown_rubric (conversation stage).",
+            ["result"],
+            registry=registry,
+        )
+        self.open = Gauge(
+            "sidecar_open_conversations",
+            "Conversations holding turns, not yet decided.",
+            registry=registry,
+        )
+        self.open_limit = Gauge(
+            "sidecar_open_conversations_limit",
+            "The bound on open conversations (max_open_conversations); over it the least "
+            "recently active one is decided early.",
+            registry=registry,
+        )
+        self.held_turns = Gauge(
+            "sidecar_conversation_held_turns",
+            "Turns held by open conversations.",
+            registry=registry,
+        )
+        self.decided = Counter(
+            "sidecar_conversations_decided_total",
+            "Conversations handed on for evaluation, by reason (idle|turn_limit|max_age|evicted).",
+            ["reason"],
+            registry=registry,
+        )
+        self.reopened = Counter(
+            "sidecar_conversations_reopened_total",
+            "Decided conversations re-opened by a late turn (the next verdict is revision n+1).",
+            registry=registry,
+        )
+        self.forgotten = Counter(
+            "sidecar_conversations_forgotten_total",
+            "Decided conversations dropped from memory (decided_memory); a later turn "
+            "starts a new conversation.",
+            registry=registry,
+        )
+        self.turns_per_conversation = Histogram(
+            "sidecar_conversation_length_turns",
+            "Turns per decided conversation.",
+            buckets=(1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 200, 500),
+            registry=registry,
+        )
+        self.verdict_seconds = Histogram(
+            "sidecar_conversation_verdict_seconds",
+            "From deciding a conversation to its verdict emitted (checks, judge, delivery).",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0),
+            registry=registry,
+        )
 
 
 class CanaryJudgeAccounting:
@@ -437,6 +509,7 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
         agent=agent,
         agent_version=agent_version,
         outcome=verdict.outcome.value,
+        scope=verdict.scope,
     ).inc()
     for check in verdict.checks:
         metrics.check_results.labels(
@@ -444,6 +517,7 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             rubric_version=verdict.rubric_version,
             check=check.name,
             outcome=check.outcome.value,
+            scope=verdict.scope,
         ).inc()
     version = metrics.model_version_label(verdict.judge_model_version)
     for criterion in verdict.criteria:
@@ -456,6 +530,7 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             criterion=criterion.name,
             gate="true" if criterion.gate else "false",
             outcome=HELD if held else criterion.outcome.value,
+            scope=verdict.scope,
         ).inc()
 
 

@@ -8,6 +8,11 @@ Provenance (DESIGN 13), when the verdict has it: ``eval.rubric.hash`` on the
 span and on every event, ``eval.judge.model_version`` on the span and on every
 criterion event.
 
+A conversation verdict (DESIGN 12) goes into the last turn's trace, under its
+root, and links to every other turn's root (``eval.link: conversation_turn``,
+``eval.turn``); it adds ``eval.scope``, ``gen_ai.conversation.id``,
+``eval.conversation.turns`` and ``eval.conversation.revision``.
+
 Export follows the standard OpenTelemetry environment (:func:`exporter_from_env`):
 
 - ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``: no export;
@@ -205,12 +210,16 @@ class VerdictSpans:
             attributes["gen_ai.agent.version"] = verdict.agent_version
         if verdict.flags:
             attributes["eval.flags"] = list(verdict.flags)
+        links = [Link(parent, {"eval.link": "evaluated_root"})]
+        if verdict.conversation_id is not None:
+            attributes.update(_conversation(verdict))
+            links.extend(_turn_links(verdict, parent))
         span = self._tracer.start_span(
             f"evaluate {verdict.rubric_id}",
             context=set_span_in_context(NonRecordingSpan(parent)),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
-            links=[Link(parent, {"eval.link": "evaluated_root"})],
+            links=links,
         )
         rubric_only = {k: v for k, v in provenance.items() if k == RUBRIC_HASH}
         for check in verdict.checks:
@@ -304,3 +313,30 @@ def _criterion_event(criterion: CriterionResult) -> dict[str, AttributeValue]:
     if criterion.outcome is Outcome.ERROR:
         attrs["error.type"] = criterion.reason or "error"
     return attrs
+
+
+def _conversation(verdict: Verdict) -> dict[str, AttributeValue]:
+    return {
+        "eval.scope": verdict.scope,
+        "gen_ai.conversation.id": verdict.conversation_id or "",
+        "eval.conversation.turns": verdict.turns or 0,
+        "eval.conversation.revision": verdict.revision or 1,
+    }
+
+
+def _turn_links(verdict: Verdict, parent: SpanContext) -> list[Link]:
+    """A link to every turn's root span but the last (the parent, linked already)."""
+    links: list[Link] = []
+    for number, (trace_id, root) in enumerate(
+        zip(verdict.trace_ids, verdict.root_span_ids, strict=False), start=1
+    ):
+        if root is None or (int(trace_id, 16), int(root, 16)) == (parent.trace_id, parent.span_id):
+            continue
+        context = SpanContext(
+            trace_id=int(trace_id, 16),
+            span_id=int(root, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+        links.append(Link(context, {"eval.link": "conversation_turn", "eval.turn": number}))
+    return links

@@ -11,7 +11,8 @@ function of its spec and the transcript and ends in exactly one of:
 
 Check families live in one module each: ``tools`` (allow/deny lists, call
 counts, argument schemas), ``required`` (expected calls), ``answer`` (regex,
-JSON schema), ``trace`` (latency, error spans) and ``grounding`` (numbers).
+JSON schema), ``trace`` (latency, error spans), ``grounding`` (numbers) and
+``conversation`` (turns).
 Each check type is one ``CheckType`` declaration in its family module
 (``sidecar.checks.base``); ``CHECK_TYPES`` below is the one registry. The
 rubric's tagged union ``CheckSpec`` and the dispatch of ``run_check`` are
@@ -33,6 +34,7 @@ from referencing.exceptions import Unresolvable
 from sidecar.checks._common import errored
 from sidecar.checks.answer import ANSWER_JSON_SCHEMA, ANSWER_REGEX
 from sidecar.checks.base import CheckConfig, CheckType
+from sidecar.checks.conversation import MAX_TURNS
 from sidecar.checks.grounding import GROUNDED_NUMBERS
 from sidecar.checks.required import REQUIRED_TOOL_CALLS
 from sidecar.checks.tools import MAX_TOOL_CALLS, TOOL_ALLOWLIST, TOOL_ARGUMENTS, TOOL_DENYLIST
@@ -53,6 +55,7 @@ CHECK_TYPES: tuple[CheckType[Any], ...] = (
     MAX_LATENCY_MS,
     NO_ERROR_SPANS,
     GROUNDED_NUMBERS,
+    MAX_TURNS,
 )
 
 _BY_CONFIG: dict[type[CheckConfig], CheckType[Any]] = {t.config: t for t in CHECK_TYPES}

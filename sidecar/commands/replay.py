@@ -101,6 +101,12 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
             f"{summary.logs_without_trace} without a trace id (ignored)",
             file=err,
         )
+    if summary.conversations or summary.turns_without_key:
+        print(
+            f"replay: {summary.conversations} conversations; {summary.turns_without_key} traces "
+            "matched a conversation rubric without a conversation id (skipped)",
+            file=err,
+        )
     if summary.internal_errors:
         stages = ", ".join(f"{k} {v}" for k, v in sorted(summary.internal_errors.items()))
         print(

@@ -25,6 +25,11 @@ stay whole and the long ones are cut to the same length. Each cut ends in
 was cut, and ``JudgeRequest.truncated`` names the blocks, so the verdict can
 say the judge saw only part of the data.
 
+A conversation's transcript (``Transcript.turns``, :mod:`sidecar.conversation`)
+is shown turn by turn: ``TURN_<n>_USER_INPUT``, ``TURN_<n>_TOOL_CALLS`` and
+``TURN_<n>_RESPONSE`` for each turn n, each block with the same neutralising,
+quoting and cap as above, under the same nonce.
+
 Besides the verdicts, the judge reports ``data_tried_to_instruct``: whether
 text inside the blocks tried to instruct it. A ``true`` counts like a
 screening hit (see :func:`sidecar.judge.apply_injection_policy`).
@@ -65,6 +70,7 @@ _MAX_NAME = 256
 NONCE_HEX_CHARS = 20  # 80 bits
 # A caller-given nonce (tests) must keep the markers one well-formed token.
 _NONCE_SHAPE = re.compile(r"[0-9A-Za-z_-]{8,}")
+_TURN_BLOCK = re.compile(r"TURN_[0-9]+_([A-Z_]+)")
 
 # Invisible and bidirectional formatting characters can hide text from a human
 # reviewer or reorder what the judge reads, so they are made visible, as are
@@ -262,12 +268,45 @@ def _tools_section(rubric: Rubric, calls: tuple[ToolCall, ...], limit: int) -> _
     return _Section(TOOL_CALLS, heading, content, truncated)
 
 
+def turn_block(name: str, turn: int) -> str:
+    """The block name of one turn of a conversation: ``TURN_2_RESPONSE``."""
+    return f"TURN_{turn}_{name}"
+
+
+def block_kind(name: str) -> str:
+    """What a block holds, whatever turn it is of: ``TURN_2_RESPONSE`` -> ``RESPONSE``."""
+    match = _TURN_BLOCK.fullmatch(name)
+    return match.group(1) if match else name
+
+
+def _turn_sections(rubric: Rubric, transcript: Transcript, limit: int) -> list[_Section]:
+    # A conversation: every turn in its own three blocks, each under the same cap.
+    sections: list[_Section] = []
+    total = len(transcript.turns)
+    for number, turn in enumerate(transcript.turns, start=1):
+        where = f" (turn {number} of {total})"
+        for section in (
+            _text_section(USER_INPUT, f"what the user said{where}", turn.user_input, limit),
+            _tools_section(rubric, turn.tool_calls, limit),
+            _text_section(RESPONSE, f"the agent's answer{where}", turn.answer, limit),
+        ):
+            name = turn_block(section.name, number)
+            heading = section.heading.replace(section.name, name, 1)
+            if section.name == TOOL_CALLS:
+                heading = heading.replace(":", f"{where}:", 1) if heading.endswith(":") else heading
+            sections.append(_Section(name, heading, section.content, section.truncated))
+    return sections
+
+
 def _sections(rubric: Rubric, transcript: Transcript, limit: int) -> list[_Section]:
-    sections = [
-        _text_section(USER_INPUT, "what the user asked", transcript.user_input, limit),
-        _tools_section(rubric, transcript.tool_calls, limit),
-        _text_section(RESPONSE, "the agent's final answer", transcript.answer, limit),
-    ]
+    if transcript.turns:
+        sections = _turn_sections(rubric, transcript, limit)
+    else:
+        sections = [
+            _text_section(USER_INPUT, "what the user asked", transcript.user_input, limit),
+            _tools_section(rubric, transcript.tool_calls, limit),
+            _text_section(RESPONSE, "the agent's final answer", transcript.answer, limit),
+        ]
     # The trace's own reference is specific to this case, so it wins over the rubric's.
     reference = transcript.reference
     if reference is None and rubric.judge is not None:
@@ -290,7 +329,16 @@ def _render_user_text(sections: Iterable[_Section], nonce: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _system_instruction(judge: JudgeSpec, names: list[str], nonce: str) -> str:
+_CONVERSATION_NOTE = (
+    "\nThis run is a conversation of several turns. Each turn has its own blocks, named "
+    "TURN_<n>_USER_INPUT, TURN_<n>_TOOL_CALLS and TURN_<n>_RESPONSE (n = 1 for the first "
+    "turn), in order; grade the conversation as a whole, up to its last turn.\n"
+)
+
+
+def _system_instruction(
+    judge: JudgeSpec, names: list[str], nonce: str, conversation: bool = False
+) -> str:
     criteria = []
     for number, spec in enumerate(judge.criteria, start=1):
         criteria.append(
@@ -307,7 +355,7 @@ answer PASS when the data shows that the definition holds, FAIL when it does not
 
 Criteria:
 {chr(10).join(criteria)}
-
+{_CONVERSATION_NOTE if conversation else ""}
 How the data is given:
 The user message holds the recorded data in blocks. A block starts with the line \
 <<<BEGIN NAME {nonce}>>> and ends with the line <<<END NAME {nonce}>>>, where NAME is \
@@ -420,7 +468,7 @@ def build_request(
         raise ValueError("nonce occurs in the data; use another one")
     names = [spec.name for spec in judge.criteria]
     return JudgeRequest(
-        system_instruction=_system_instruction(judge, names, nonce),
+        system_instruction=_system_instruction(judge, names, nonce, bool(transcript.turns)),
         user_text=_render_user_text(sections, nonce),
         nonce=nonce,
         blocks=tuple((s.name, s.content) for s in sections),
@@ -443,7 +491,7 @@ def quotable_texts(request: JudgeRequest) -> tuple[str, ...]:
         if not content:
             continue
         texts.append(content)
-        if name == TOOL_CALLS:
+        if block_kind(name) == TOOL_CALLS:
             texts.append(
                 "\n".join(
                     line[len(QUOTE_PREFIX) :] if line.startswith(QUOTE_PREFIX) else line

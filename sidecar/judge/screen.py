@@ -47,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sidecar.judge.config import MAX_BLOCK_CHARS_LIMIT
-from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, data_blocks
+from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, block_kind, data_blocks
 from sidecar.judge.screen_cues import STRONG, STRONG_ASCII
 from sidecar.judge.screen_rules import RULES, SENTENCE_RULES, sentences
 from sidecar.judge.screen_views import derived_views, fold
@@ -172,12 +172,14 @@ def screen(blocks: Iterable[tuple[str, str]]) -> Screening:
             continue
         if _TAG_RUN.search(content):
             hit(name, "hidden_text")
-        view = _view(name, content)
-        for rule in _rule_hits(name, view):
+        # A conversation's TURN_<n>_ blocks are screened by what they hold.
+        kind = block_kind(name)
+        view = _view(kind, content)
+        for rule in _rule_hits(kind, view):
             hit(name, rule)
         # The same rules on what the text hides: reversed, ROT13, look-alikes, encodings.
         for label, hidden in derived_views(view, view.lower(), STRONG, STRONG_ASCII):
-            found = _rule_hits(name, hidden)
+            found = _rule_hits(kind, hidden)
             for rule in found:
                 hit(name, rule)
             if found:

@@ -14,6 +14,11 @@ go to that file the same way, one ``ExportLogsServiceRequest`` line per
 scenario (``{}`` for a run that emitted none). ``adk_traces`` runs it for the
 tests.
 
+With ``--sessions``, the names are of ``refund_shop.SESSIONS``: each session's
+turns run one after another in one ADK session (one session service, so the
+model sees the earlier turns), each turn its own invocation and trace, a
+minute apart; one line per turn, in order.
+
 Everything from the runner down is ADK's own code (``InMemoryRunner``,
 ``LlmAgent``, function tools, ADK's telemetry); only the model is replaced by
 :class:`ScriptedModel`, which answers from a script instead of the network.
@@ -81,7 +86,7 @@ from sidecar.otlpjson import request_to_json_line
 
 from .genai_spans import DEMO_EPOCH_NS, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line
-from .refund_shop import BY_NAME, INSTRUCTION, MODEL, SCENARIOS, TOOLS, Scenario
+from .refund_shop import BY_NAME, INSTRUCTION, MODEL, SCENARIOS, SESSIONS, TOOLS, Scenario
 
 with warnings.catch_warnings():
     # Importing ADK pulls in vertexai and google-cloud-aiplatform, which warn at
@@ -91,7 +96,8 @@ with warnings.catch_warnings():
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
-    from google.adk.runners import InMemoryRunner
+    from google.adk.runners import InMemoryRunner, Runner
+    from google.adk.sessions import BaseSessionService
     from google.genai import types
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -219,17 +225,26 @@ async def run_scenario(
     logs: InMemoryLogRecordExporter,
     ids: PerRunIds,
     start_ns: int,
+    sessions: BaseSessionService | None = None,
 ) -> Run:
-    """Run the agent once on ``scenario``; its spans and log records, normalised."""
+    """Run the agent once on ``scenario``; its spans (root last) and log records, normalised.
+
+    ``sessions``: a session service that already holds the scenario's session
+    (a later turn of it); by default a fresh in-memory one with a new session.
+    """
     rec.exporter.clear()
     logs.clear()
     ids.current = SeededIdGenerator(zlib.crc32(scenario.name.encode()))
     app = rec.provider.resource.attributes["service.name"]
     assert isinstance(app, str)
-    runner = InMemoryRunner(agent=build_agent(scenario), app_name=app)
-    await runner.session_service.create_session(
-        app_name=app, user_id=scenario.user_id, session_id=scenario.session_id
-    )
+    runner: Runner
+    if sessions is None:
+        runner = InMemoryRunner(agent=build_agent(scenario), app_name=app)
+        await runner.session_service.create_session(
+            app_name=app, user_id=scenario.user_id, session_id=scenario.session_id
+        )
+    else:
+        runner = Runner(app_name=app, agent=build_agent(scenario), session_service=sessions)
     message = types.Content(role="user", parts=[types.Part(text=scenario.user_input)])
     async for _event in runner.run_async(
         user_id=scenario.user_id, session_id=scenario.session_id, new_message=message
@@ -340,17 +355,25 @@ async def run_all(
     scenarios: Sequence[Scenario], service: str, version: str, start_ns: int
 ) -> list[Run]:
     ids = PerRunIds()
+    rec, logs, log_provider = _telemetry(service, version, ids)
+    try:
+        return [await run_scenario(s, rec, logs, ids, start_ns) for s in scenarios]
+    finally:
+        rec.provider.shutdown()
+        log_provider.shutdown()
+
+
+def _telemetry(
+    service: str, version: str, ids: PerRunIds
+) -> tuple[Recorder, InMemoryLogRecordExporter, LoggerProvider]:
+    """The global tracer and logger providers, recording into memory."""
     rec = recorder(service, version, id_generator=ids)
     trace.set_tracer_provider(rec.provider)
     logs = InMemoryLogRecordExporter()
     log_provider = LoggerProvider(resource=rec.provider.resource, shutdown_on_exit=False)
     log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     _logs.set_logger_provider(log_provider)
-    try:
-        return [await run_scenario(s, rec, logs, ids, start_ns) for s in scenarios]
-    finally:
-        rec.provider.shutdown()
-        log_provider.shutdown()
+    return rec, logs, log_provider
 
 
 def logs_line(logs: Sequence[ReadableLogRecord]) -> str:
@@ -367,6 +390,34 @@ def _write(path: str, lines: Sequence[str]) -> None:
             out.write(text)
 
 
+_TURN_GAP_NS = 60_000_000_000  # a minute between the turns of a session
+
+
+async def run_sessions(
+    names: Sequence[str], service: str, version: str, start_ns: int
+) -> list[Run]:
+    """Every turn of each named session, in order, each turn in the same ADK session."""
+    ids = PerRunIds()
+    rec, logs, log_provider = _telemetry(service, version, ids)
+    runs: list[Run] = []
+    try:
+        for name in names:
+            turns = SESSIONS[name]
+            first = InMemoryRunner(agent=build_agent(turns[0]), app_name=service)
+            shared = first.session_service
+            await shared.create_session(
+                app_name=service, user_id=turns[0].user_id, session_id=turns[0].session_id
+            )
+            for number, turn in enumerate(turns):
+                at = start_ns + number * _TURN_GAP_NS
+                runs.append(await run_scenario(turn, rec, logs, ids, at, shared))
+            await first.close()
+    finally:
+        rec.provider.shutdown()
+        log_provider.shutdown()
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all")
@@ -381,18 +432,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service", default="refund-agent", help="service.name")
     parser.add_argument("--service-version", default="1.4.2", help="service.version")
     parser.add_argument("--start-ns", type=int, default=DEMO_EPOCH_NS, help="first timestamp")
+    parser.add_argument("--sessions", action="store_true", help="the names are multi-turn sessions")
     args = parser.parse_args(argv)
-    if unknown := [name for name in args.scenarios if name not in BY_NAME]:
-        parser.error(f"unknown scenarios {unknown}; known: {list(BY_NAME)}")
+    known = SESSIONS if args.sessions else BY_NAME
+    if unknown := [name for name in args.scenarios if name not in known]:
+        parser.error(f"unknown names {unknown}; known: {list(known)}")
 
     for name in (CAPTURE_ENV, *TELEMETRY_ENV_REMOVED):
         os.environ.pop(name, None)
     if (mode := CAPTURE_MODES[args.capture]) is not None:
         os.environ[CAPTURE_ENV] = mode
-    scenarios = [BY_NAME[name] for name in args.scenarios] or list(SCENARIOS)
     # Anything ADK prints goes to stderr; stdout is for the OTLP lines only.
     with redirect_stdout(sys.stderr):
-        runs = asyncio.run(run_all(scenarios, args.service, args.service_version, args.start_ns))
+        if args.sessions:
+            names = args.scenarios or list(SESSIONS)
+            runs = asyncio.run(
+                run_sessions(names, args.service, args.service_version, args.start_ns)
+            )
+        else:
+            scenarios = [BY_NAME[name] for name in args.scenarios] or list(SCENARIOS)
+            runs = asyncio.run(
+                run_all(scenarios, args.service, args.service_version, args.start_ns)
+            )
     _write(args.out, [json_line(run.spans) for run in runs])
     if args.logs_out:
         _write(args.logs_out, [logs_line(run.logs) for run in runs])

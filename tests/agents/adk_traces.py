@@ -31,7 +31,7 @@ import pytest
 from sidecar.decode import decode
 from sidecar.decode_logs import decode_logs
 from sidecar.model import LogRecord, Span
-from tests.agents.refund_shop import SCENARIOS
+from tests.agents.refund_shop import SCENARIOS, SESSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 ADK_PYTHON_ENV = "SIDECAR_ADK_PYTHON"
@@ -78,6 +78,14 @@ def adk2_lines(names: tuple[str, ...] = ALL) -> dict[str, str]:
     return {name: run.trace_line for name, run in adk2_run(names).items()}
 
 
+def adk2_session_lines(names: tuple[str, ...]) -> list[str]:
+    """One OTLP/JSON line per turn of each named ``refund_shop.SESSIONS`` session (cached)."""
+    runs = _run_adk2(("--sessions", *names), adk_python(), "SPAN_ONLY")
+    if isinstance(runs, str):
+        pytest.fail(runs, pytrace=False)
+    return [run.trace_line for run in runs.values()]
+
+
 def adk2_spans(name: str) -> list[Span]:
     """The decoded spans of scenario ``name``'s ADK 2 run, in finish order (root last)."""
     return decode(adk2_lines()[name].encode())
@@ -119,11 +127,14 @@ def _run_adk2(names: tuple[str, ...], python: Path, capture: str) -> dict[str, A
             )
         log_lines = logs_out.read_text(encoding="utf-8").splitlines()
     lines = done.stdout.splitlines()
-    if len(lines) != len(names) or len(log_lines) != len(names):
+    if names[:1] == ("--sessions",):
+        expected = sum(len(SESSIONS[name]) for name in names[1:])
+        keys = [turn.name for name in names[1:] for turn in SESSIONS[name]]
+    else:
+        expected, keys = len(names), list(names)
+    if len(lines) != expected or len(log_lines) != expected:
         return (
             f"the ADK 2 agent wrote {len(lines)} trace lines and {len(log_lines)} log lines "
-            f"for {len(names)} scenarios"
+            f"for {expected} runs"
         )
-    return {
-        name: AdkRun(line, logs) for name, line, logs in zip(names, lines, log_lines, strict=True)
-    }
+    return {key: AdkRun(line, logs) for key, line, logs in zip(keys, lines, log_lines, strict=True)}

@@ -71,7 +71,19 @@ checks:
   - {name: says_refunded, type: answer_regex, must_match: refunded}
   - {name: no_slang, type: answer_regex, must_not_match: Cheerio}
 """,
+    # All turns of the agent as one conversation (keyed by service.name), decided a second
+    # after each wave and re-opened by the next: the conversation panels have data.
+    "refund-conversation.yaml": """
+id: refund-conversation
+version: "1"
+scope: conversation
+conversation: {key: [service.name], idle_timeout_s: 1}
+applies_to: {service.name: refund-agent}
+checks:
+  - {name: few_turns, type: max_turns, limit: 50}
+""",
 }
+TRACE_RUBRICS = 2  # the rubrics above of scope trace
 
 # Panels whose data this scenario cannot produce: (dashboard, panel title) -> reason.
 EXPECTED_EMPTY: dict[tuple[str, str], str] = {}
@@ -239,7 +251,12 @@ class Topics:
 
     @property
     def all(self) -> list[str]:
-        return [self.spans, f"{self.spans}.verdicts", f"{self.spans}.dlq", self.review, self.labels]
+        spans = self.spans
+        return [spans, f"{spans}.verdicts", f"{spans}.dlq", self.review, self.labels, self.turns]
+
+    @property
+    def turns(self) -> str:
+        return f"{self.spans}.turns"
 
 
 async def scraped(prom: PrometheusProcess, expr: str, value: float, what: str) -> None:
@@ -263,12 +280,13 @@ async def run_scenario(
             records.extend((None, g) for g in GARBAGE)
             dead += len(GARBAGE)
         await produce(bootstrap, topics.spans, records)
-        cases += len(sent) * len(RUBRICS)
+        cases += len(sent) * TRACE_RUBRICS
         # A turn without captured content is not judged, so it is not audited either.
         audited += sum(1 for _, turn in sent if turn.capture_content)
         # Everything of this wave must be scraped before the next one adds to it, and
         # a case must be in review (remembered) before a person's label can match it.
-        await scraped(prom, "sum(sidecar_cases_total)", cases, f"wave {wave}\n{sidecar.log()}")
+        trace_cases = 'sum(sidecar_cases_total{scope="trace"})'
+        await scraped(prom, trace_cases, cases, f"wave {wave}\n{sidecar.log()}")
         audit = 'sum(sidecar_review_cases_total{reason="audit"})'
         await scraped(prom, audit, audited, f"wave {wave}")
         label_records: list[tuple[bytes | None, bytes]] = [
@@ -286,6 +304,8 @@ async def run_scenario(
             labels += len(label_records)
             await scraped(prom, "sum(sidecar_human_labels_total)", labels, f"wave {wave}")
     await scraped(prom, "sum(sidecar_dead_letters_total)", dead, "garbage records")
+    reopened = "sum(sidecar_conversations_reopened_total)"
+    await wait_for(lambda: (prom.scalar(reopened) or 0) >= 1, 30, "a re-opened conversation")
     settled = time.time()
     await wait_for(
         lambda: prom.rules_evaluated_since(settled), 15, "a rule evaluation after the last scrape"
@@ -330,6 +350,7 @@ def prometheus(
                         "labels_topic": topics.labels,
                         "audit_share": 1.0,
                     },
+                    "conversations": {"topic": topics.turns},
                 },
             )
         )

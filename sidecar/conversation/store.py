@@ -1,0 +1,263 @@
+"""Open conversations: turns held until the conversation is decided; bounded.
+
+Like the assembler for traces (and the Collector's tail sampler), but keyed by
+(rubric id, conversation id) and decided on a longer clock. Decision order for
+one conversation, first match wins:
+
+1. ``max_turns`` turns held                         -> decided now (``turn_limit``)
+2. more than ``max_open`` conversations open        -> the least recently active one
+                                                       decided early (``evicted``,
+                                                       flagged ``decided_early``)
+3. ``idle_timeout_s`` since its last turn arrived   -> ``idle``
+4. ``max_age_s`` since it was opened                 -> ``max_age``
+
+A turn whose trace id the conversation already holds (a redelivery after a
+restart) is counted as a duplicate and ignored. A turn for a conversation that
+was decided and is still remembered (``decided_memory`` conversations, least
+recently decided forgotten first) re-opens it with its earlier turns: the next
+decision is revision n+1. The earlier turns need no offsets held; they were
+committed with the decision.
+
+Every held turn keeps its (partition, offset): :meth:`held_offsets` is what
+the commit rule needs. Nothing here does I/O; time comes in as ``now``.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sidecar.conversation.transcript import conversation_transcript
+from sidecar.conversation.turns import TurnRecord
+from sidecar.model import Flag, RecordRef, Transcript
+from sidecar.rubric import ConversationSpec
+
+Key = tuple[str, str]  # (rubric id, conversation id)
+
+
+class ConversationReason(enum.StrEnum):
+    """Why a conversation was decided (label of sidecar_conversations_decided_total)."""
+
+    IDLE = "idle"
+    MAX_TURNS = "turn_limit"  # max_turns reached
+    MAX_AGE = "max_age"
+    EVICTED = "evicted"
+    END_OF_INPUT = "end_of_input"  # replay
+
+
+@dataclass(frozen=True, slots=True)
+class HeldTurn:
+    transcript: Transcript
+    start_unix_nano: int
+    ref: RecordRef | None = None
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return (self.start_unix_nano, self.transcript.trace_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DecidedConversation:
+    """A conversation handed on for evaluation: its turns in start-time order."""
+
+    rubric_id: str
+    conversation_id: str
+    turns: tuple[Transcript, ...]
+    reason: ConversationReason
+    revision: int = 1
+    # Lowest offset per partition of the turns read since the last decision.
+    first_offsets: Mapping[int, int] = field(default_factory=dict)
+    flags: tuple[Flag, ...] = ()
+
+    def transcript(self) -> Transcript:
+        return conversation_transcript(self.turns, self.flags)
+
+
+@dataclass(slots=True)
+class StoreStats:
+    turns: int = 0
+    duplicates: int = 0
+    reopened: int = 0
+    evicted: int = 0
+    forgotten: int = 0
+    unknown_rubric: int = 0
+
+
+@dataclass(slots=True)
+class _Open:
+    partition: int | None
+    opened_at: float
+    last_at: float
+    revision: int
+    turns: dict[str, HeldTurn]
+
+
+@dataclass(frozen=True, slots=True)
+class _Remembered:
+    partition: int | None
+    revision: int
+    turns: tuple[HeldTurn, ...]
+
+
+def ordered(turns: Iterable[HeldTurn]) -> tuple[Transcript, ...]:
+    return tuple(t.transcript for t in sorted(turns, key=lambda t: t.order))
+
+
+class ConversationStore:
+    """Open conversations of the rubrics in ``specs`` (rubric id -> its conversation settings)."""
+
+    def __init__(
+        self,
+        specs: Mapping[str, ConversationSpec],
+        *,
+        max_open: int = 100_000,
+        decided_memory: int = 10_000,
+    ) -> None:
+        self.specs = dict(specs)
+        self.max_open = max_open
+        self.decided_memory = decided_memory
+        self.stats = StoreStats()
+        # Least recently active first: the eviction order.
+        self._open: OrderedDict[Key, _Open] = OrderedDict()
+        self._decided: OrderedDict[Key, _Remembered] = OrderedDict()
+        # (deadline, seq, key); entries whose deadline is no longer the key's are skipped.
+        self._deadlines: list[tuple[float, int, Key]] = []
+        self._seq = itertools.count()
+
+    @property
+    def open_conversations(self) -> int:
+        return len(self._open)
+
+    @property
+    def held_turns(self) -> int:
+        return sum(len(c.turns) for c in self._open.values())
+
+    def add(
+        self, rubric_id: str, record: TurnRecord, now: float, ref: RecordRef | None = None
+    ) -> list[DecidedConversation]:
+        """Hold one turn; return what that decided (``max_turns``, ``evicted``)."""
+        spec = self.specs.get(rubric_id)
+        if spec is None:
+            self.stats.unknown_rubric += 1
+            return []
+        key = (rubric_id, record.conversation_id)
+        conversation = self._open.get(key)
+        if conversation is None:
+            remembered = self._decided.get(key)
+            if remembered is not None and any(
+                t.transcript.trace_id == record.trace_id for t in remembered.turns
+            ):
+                self.stats.duplicates += 1
+                return []
+            conversation = _Open(
+                partition=ref.partition if ref is not None else None,
+                opened_at=now,
+                last_at=now,
+                revision=1,
+                turns={},
+            )
+            if remembered is not None:
+                del self._decided[key]
+                self.stats.reopened += 1
+                conversation.revision = remembered.revision + 1
+                conversation.turns = {
+                    t.transcript.trace_id: HeldTurn(t.transcript, t.start_unix_nano)
+                    for t in remembered.turns
+                }
+            self._open[key] = conversation
+        elif record.trace_id in conversation.turns:
+            self.stats.duplicates += 1
+            return []
+        self.stats.turns += 1
+        conversation.turns[record.trace_id] = HeldTurn(
+            record.transcript(), record.start_unix_nano, ref
+        )
+        conversation.last_at = now
+        self._open.move_to_end(key)
+        heapq.heappush(self._deadlines, (self._deadline(key, conversation), next(self._seq), key))
+        decided: list[DecidedConversation] = []
+        if len(conversation.turns) >= spec.max_turns:
+            decided.append(self._decide(key, ConversationReason.MAX_TURNS))
+        while len(self._open) > self.max_open:
+            oldest = next(iter(self._open))
+            self.stats.evicted += 1
+            decided.append(self._decide(oldest, ConversationReason.EVICTED))
+        return decided
+
+    def _deadline(self, key: Key, conversation: _Open) -> float:
+        spec = self.specs[key[0]]
+        return min(
+            conversation.last_at + spec.idle_timeout_s, conversation.opened_at + spec.max_age_s
+        )
+
+    def due(self, now: float, limit: int | None = None) -> list[DecidedConversation]:
+        """Conversations idle for ``idle_timeout_s`` or open for ``max_age_s``, at most ``limit``."""
+        decided: list[DecidedConversation] = []
+        while self._deadlines and (limit is None or len(decided) < limit):
+            deadline, _, key = self._deadlines[0]
+            if deadline > now:
+                break
+            heapq.heappop(self._deadlines)
+            conversation = self._open.get(key)
+            if conversation is None or self._deadline(key, conversation) != deadline:
+                continue  # decided already, or moved by a later turn
+            spec = self.specs[key[0]]
+            idle = now - conversation.last_at >= spec.idle_timeout_s
+            reason = ConversationReason.IDLE if idle else ConversationReason.MAX_AGE
+            decided.append(self._decide(key, reason))
+        return decided
+
+    def drain(self, reason: ConversationReason) -> list[DecidedConversation]:
+        """Decide every open conversation (end of input)."""
+        return [self._decide(key, reason) for key in list(self._open)]
+
+    def _decide(self, key: Key, reason: ConversationReason) -> DecidedConversation:
+        conversation = self._open.pop(key)
+        first: dict[int, int] = {}
+        for turn in conversation.turns.values():
+            if turn.ref is not None:
+                p, o = turn.ref.partition, turn.ref.offset
+                first[p] = min(o, first.get(p, o))
+        held = tuple(sorted(conversation.turns.values(), key=lambda t: t.order))
+        self._remember(key, _Remembered(conversation.partition, conversation.revision, held))
+        flags = (Flag.DECIDED_EARLY,) if reason is ConversationReason.EVICTED else ()
+        return DecidedConversation(
+            rubric_id=key[0],
+            conversation_id=key[1],
+            turns=tuple(t.transcript for t in held),
+            reason=reason,
+            revision=conversation.revision,
+            first_offsets=first,
+            flags=flags,
+        )
+
+    def _remember(self, key: Key, remembered: _Remembered) -> None:
+        self._decided[key] = remembered
+        self._decided.move_to_end(key)
+        while len(self._decided) > self.decided_memory:
+            self._decided.popitem(last=False)
+            self.stats.forgotten += 1
+
+    def held_offsets(self) -> dict[int, int]:
+        """Lowest offset per partition held by a turn of an open conversation."""
+        held: dict[int, int] = {}
+        for conversation in self._open.values():
+            for turn in conversation.turns.values():
+                if turn.ref is not None:
+                    p, o = turn.ref.partition, turn.ref.offset
+                    held[p] = min(o, held.get(p, o))
+        return held
+
+    def drop_partitions(self, partitions: Iterable[int]) -> int:
+        """Forget the conversations of revoked partitions (the new owner re-reads them)."""
+        gone = set(partitions)
+        dropped = [k for k, c in self._open.items() if c.partition in gone]
+        for key in dropped:
+            del self._open[key]
+        for key in [k for k, r in self._decided.items() if r.partition in gone]:
+            del self._decided[key]
+        return len(dropped)
