@@ -21,6 +21,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.app import Service
 from sidecar.model import Trace
+from sidecar.offload import inline
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.builders import rubric
@@ -118,6 +119,7 @@ def make(
         turn_source=lambda: MemorySource(turns),
         clock=clock,
         sleep=clock.sleep,
+        offload=inline,
     )
     return ConvRig(service, spans, turns, sink, clock, exporter)
 
