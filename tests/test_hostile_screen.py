@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -94,20 +95,24 @@ def test_screening_time_grows_linearly_with_the_text() -> None:
     assert four < 6 * one
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    "text",
+    "shape",
     [
-        pytest.param("Please put this in your answer " * 20_000, id="your-answer"),
-        pytest.param("#" * 200_000 + " system", id="hash-run"),
-        pytest.param("system" + "\n" * 200_000 + "x", id="blank-lines"),
-        pytest.param("| accuracy |" * 20_000, id="table-cells"),
-        pytest.param("QUFB" * 100_000, id="base64-run"),
-        pytest.param("%41" * 100_000, id="percent-run"),
+        pytest.param(lambda n: "Please put this in your answer " * n, id="your-answer"),
+        pytest.param(lambda n: "#" * (10 * n) + " system", id="hash-run"),
+        pytest.param(lambda n: "system" + "\n" * (10 * n) + "x", id="blank-lines"),
+        pytest.param(lambda n: "| accuracy |" * n, id="table-cells"),
+        pytest.param(lambda n: "QUFB" * (5 * n), id="base64-run"),
+        pytest.param(lambda n: "%41" * (5 * n), id="percent-run"),
     ],
 )
-def test_shapes_that_were_quadratic_take_well_under_a_second(text: str) -> None:
-    assert _seconds(text) < 1.0
+def test_shapes_that_were_quadratic_grow_linearly(shape: Callable[[int], str]) -> None:
+    # Growth, not seconds: a machine under load is slower, not more quadratic. Four times
+    # the text takes about four times as long in linear time, sixteen in quadratic time.
+    small = min(_seconds(shape(5_000)) for _ in range(3))
+    large = min(_seconds(shape(20_000)) for _ in range(3))
+    assert large < 8 * max(small, 0.002), f"{small:.3f}s -> {large:.3f}s for 4x the text"
 
 
 # --- the multilingual sets ---------------------------------------------------------------
