@@ -13,7 +13,7 @@ from jsonschema.exceptions import best_match
 
 from sidecar.bounds import json_too_deep
 from sidecar.checks.schema import new_validator
-from sidecar.model import Captured, ContentField, Outcome, Transcript
+from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
 
 _DETAIL_LIMIT = 240
 
@@ -36,6 +36,14 @@ def failed(detail: str) -> Finding:
 
 def errored(detail: str) -> Finding:
     return Finding(Outcome.ERROR, one_line(detail))
+
+
+def no_answer(transcript: Transcript) -> Finding:
+    """ERROR for a check that needs the answer and has none, saying why it is missing."""
+    if Flag.INCOMPLETE in transcript.flags:
+        # The answer is read from the root (or the last LLM call under it): not seen yet.
+        return errored("answer unknown: the root span never arrived")
+    return errored(transcript.capture.reason(ContentField.ANSWER))
 
 
 def calls_unseen(transcript: Transcript) -> bool:

@@ -16,15 +16,15 @@ from pydantic import model_validator
 
 from sidecar.checks._common import (
     Finding,
-    errored,
     failed,
+    no_answer,
     parse_json,
     passed,
     schema_violation,
 )
 from sidecar.checks.base import CheckConfig, CheckType, SchemaCheckConfig
 from sidecar.checks.schema import compile_linear, linear_regex_problem
-from sidecar.model import ContentField, Transcript
+from sidecar.model import Transcript
 
 
 class AnswerRegex(CheckConfig):
@@ -67,7 +67,7 @@ def answer_regex(spec: AnswerRegex, transcript: Transcript) -> Finding:
     """
     answer = transcript.answer
     if answer is None:
-        return errored(transcript.capture.reason(ContentField.ANSWER))
+        return no_answer(transcript)
     if (
         spec.must_match is not None
         and compile_linear(spec.must_match, spec.ignore_case).search(answer) is None
@@ -94,7 +94,7 @@ def _answer_json(answer: str) -> tuple[bool, Any]:
 def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Finding:
     answer = transcript.answer
     if answer is None:
-        return errored(transcript.capture.reason(ContentField.ANSWER))
+        return no_answer(transcript)
     ok, document = _answer_json(answer)
     if not ok:
         return failed("answer is not JSON")

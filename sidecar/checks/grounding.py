@@ -64,9 +64,9 @@ from typing import Literal
 from pydantic import Field
 
 from sidecar.bounds import json_too_deep
-from sidecar.checks._common import Finding, errored, failed, passed, plural
+from sidecar.checks._common import Finding, errored, failed, no_answer, passed, plural
 from sidecar.checks.base import CheckConfig, CheckType
-from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
+from sidecar.model import Captured, Flag, Outcome, Transcript
 
 
 class GroundedNumbers(CheckConfig):
@@ -373,9 +373,7 @@ def _uncaptured(transcript: Transcript) -> list[str]:
 def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     answer = transcript.answer
     if answer is None:
-        if Flag.INCOMPLETE in transcript.flags:
-            return errored("answer unknown: the root span never arrived")
-        return errored(transcript.capture.reason(ContentField.ANSWER))
+        return no_answer(transcript)
     claims = _claims(answer)
     if not claims:
         return passed("no numbers in answer")
