@@ -197,9 +197,11 @@ def test_no_span_without_a_root_to_attach_to(
     assert exporter.get_finished_spans() == ()
 
 
-def test_disabled_spans_export_nothing_and_still_emit() -> None:
+def test_disabled_spans_do_no_work() -> None:
+    # otel.enabled false: not even an unexported span is built (it cost ~8% of the service).
     spans = VerdictSpans.disabled()
-    assert spans.emit(verdict()) is True
+    assert spans.emit(verdict()) is False
+    assert spans.flush()
     spans.shutdown()
 
 

@@ -168,21 +168,24 @@ class VerdictSpans:
     a daemon thread and return False when it did not finish in time.
     """
 
-    def __init__(self, provider: TracerProvider, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, provider: TracerProvider, *, timeout_s: float = 5.0, enabled: bool = True
+    ) -> None:
         self._provider = provider
         self._tracer = provider.get_tracer("sidecar", __version__)
         self.timeout_s = timeout_s
+        self.enabled = enabled
         # Set once a bounded call ran out of time: the exporter is stuck, waiting again is futile.
         self._stuck = False
 
     @classmethod
     def disabled(cls) -> VerdictSpans:
-        """Spans are created but exported nowhere (``otel.enabled: false``)."""
-        return cls(TracerProvider())
+        """No spans at all (``otel.enabled: false``, or no exporter configured): emit is a no-op."""
+        return cls(TracerProvider(), enabled=False)
 
     def emit(self, verdict: Verdict) -> bool:
-        """Record the span; False when the trace has no root span id to attach to."""
-        if verdict.root_span_id is None:
+        """Record the span; False when disabled or the trace has no root span id to attach to."""
+        if not self.enabled or verdict.root_span_id is None:
             return False
         parent = SpanContext(
             trace_id=int(verdict.trace_id, 16),
