@@ -86,7 +86,16 @@ from sidecar.otlpjson import request_to_json_line
 
 from .genai_spans import DEMO_EPOCH_NS, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line
-from .refund_shop import BY_NAME, INSTRUCTION, MODEL, SCENARIOS, SESSIONS, TOOLS, Scenario
+from .refund_shop import (
+    BY_NAME,
+    EXTRA_TOOLS,
+    INSTRUCTION,
+    MODEL,
+    SCENARIOS,
+    SESSIONS,
+    TOOLS,
+    Scenario,
+)
 
 with warnings.catch_warnings():
     # Importing ADK pulls in vertexai and google-cloud-aiplatform, which warn at
@@ -188,7 +197,7 @@ def build_agent(scenario: Scenario) -> LlmAgent:
         description="Answers order questions and issues refunds.",
         model=ScriptedModel(model=MODEL, responses=script_for(scenario)),
         instruction=INSTRUCTION,
-        tools=list(TOOLS),
+        tools=[*TOOLS, *(EXTRA_TOOLS[name] for name in scenario.extra_tools)],
     )
 
 
