@@ -109,7 +109,9 @@ class KafkaConversationState:
         try:
             await self._consumer.start()
         except KafkaError as exc:
-            raise SourceError(f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc}") from exc
+            raise SourceError(
+                f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc}"
+            ) from exc
         if self._sink is not None:
             await self._sink.start()
             await self._check_partitions()

@@ -69,8 +69,7 @@ from sidecar.conversation.store import (
 from sidecar.conversation.turns import TurnRecord, parse_turn
 from sidecar.errors import DeliveryError, RecordError, SourceError
 from sidecar.judge import Judge, screen_case
-from sidecar.model import Flag
-from sidecar.model import RecordRef
+from sidecar.model import Flag, RecordRef
 from sidecar.offsets import OffsetTracker
 from sidecar.pipeline import Case, Fault, Screen
 from sidecar.rubric import Rubric

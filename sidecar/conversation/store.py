@@ -360,7 +360,9 @@ class ConversationStore:
         )
         partition = places[-1].partition if places else conversation.partition
         if partition is not None:
-            self._know(partition, key, Known(conversation.revision, places, 0.0, conversation.flags))
+            self._know(
+                partition, key, Known(conversation.revision, places, 0.0, conversation.flags)
+            )
         flags = (Flag.DECIDED_EARLY,) if reason is ConversationReason.EVICTED else ()
         return DecidedConversation(
             rubric_id=key[0],

@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.conventions import MessageMemo, Role, read_span
 from sidecar.conversation.key import conversation_id
-from sidecar.events import join_logs
 from sidecar.errors import RecordError
+from sidecar.events import join_logs
 from sidecar.model import ErrorSpan, Flag, Span, ToolCall, Trace, Transcript
 from sidecar.rubric import Rubric
 
