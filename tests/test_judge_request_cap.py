@@ -75,7 +75,8 @@ def test_over_the_cap_the_oldest_turns_are_left_out_and_the_cut_is_marked() -> N
     assert "TURN_1_RESPONSE" not in blocks
     assert names[-3:] == ["TURN_200_USER_INPUT", "TURN_200_TOOL_CALLS", "TURN_200_RESPONSE"]
     kept = sorted({int(n.split("_")[1]) for n in names[2:]})
-    assert kept == list(range(kept[0], 201)) and kept[0] > 2
+    assert kept == list(range(kept[0], 201))
+    assert kept[0] > 2
     assert blocks["TURN_1_USER_INPUT"] == "question 1 " + "q" * 2_000
     assert blocks["TURN_200_RESPONSE"] == "answer 200 " + "a" * 2_000
     assert blocks[OMITTED_TURNS] == ""
