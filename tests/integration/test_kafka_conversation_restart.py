@@ -193,8 +193,7 @@ async def test_restore_time_for_many_decided_conversations(
     with sidecar_for("first") as first:
         await send(kafka_bootstrap, topic, [refund(f"c-{i:04d}", i * 10)[0] for i in range(count)])
         await wait_for(
-            lambda: first.metric("sidecar_conversation_state_records_total", kind="state")
-            >= count,
+            lambda: first.metric("sidecar_conversation_state_records_total", kind="state") >= count,
             180,
             f"{count} conversations decided and their state written",
         )
