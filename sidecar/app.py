@@ -72,11 +72,21 @@ from sidecar.adapters.metrics import (
     record_verdict,
 )
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.adapters.turns import KafkaTurnSink, turn_source
+from sidecar.adapters.turns import (
+    KafkaConversationState,
+    KafkaTurnSink,
+    conversation_group,
+    turn_source,
+)
 from sidecar.assemble import Assembler, AssemblerStats
 from sidecar.capture import CaptureWarnings
 from sidecar.checks import run_checks
-from sidecar.conversation.stage import ConversationStage, TurnSink, TurnSource
+from sidecar.conversation.stage import (
+    ConversationStage,
+    ConversationState,
+    TurnSink,
+    TurnSource,
+)
 from sidecar.conversation.turns import turn_records
 from sidecar.decode import Encoding, decode
 from sidecar.decode_logs import decode_logs
@@ -133,6 +143,7 @@ class Service:
         log_decoder: LogDecoder = decode_logs,
         turns: Callable[[], TurnSink] | None = None,
         turn_source: Callable[[], TurnSource] | None = None,
+        conversation_state: Callable[[], ConversationState] | None = None,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
@@ -205,12 +216,13 @@ class Service:
         self._committed_logs: dict[int, int] = {}
         self._last_commit = 0.0
         record_rubrics(metrics, self.rubrics)
-        self._init_conversations(turns, turn_source)
+        self._init_conversations(turns, turn_source, conversation_state)
 
     def _init_conversations(
         self,
         turns: Callable[[], TurnSink] | None,
         source: Callable[[], TurnSource] | None,
+        state: Callable[[], ConversationState] | None,
     ) -> None:
         settings = self.settings
         c = settings.conversations
@@ -223,10 +235,17 @@ class Service:
         if not (c.enabled and self.conversation_rubrics):
             return
         self._new_turns = turns or functools.partial(KafkaTurnSink, settings.kafka, c)
+        # Kafka state goes with the Kafka turn source; a caller giving its own source
+        # gives its own state too, or runs without (late turns then flagged, not re-read).
+        if state is None and source is None:
+            state = functools.partial(KafkaConversationState, settings.kafka, c)
         self.conversations = ConversationStage(
             c,
             self.conversation_rubrics,
             source=source or functools.partial(turn_source, settings.kafka, c),
+            state=state,
+            state_evictions=self.metrics.evictions.labels(kind="conversation_state"),
+            group=conversation_group(settings.kafka, c),
             emit=self._emit_case,
             judge=self.judge,
             sampler=self.sampler,

@@ -123,6 +123,11 @@ class Flag(enum.StrEnum):
     UNREADABLE_VALUES = "unreadable_values"  # values nested too deeply to read
     # A conversation decided at the open-conversation bound: later turns may follow.
     DECIDED_EARLY = "decided_early"
+    # A conversation judged without some earlier turns (with ``partial``): its decided
+    # state is known but the turns could not be read back from eval_turns (retention) ...
+    EARLIER_TURNS_MISSING = "earlier_turns_missing"
+    # ... or its first turn's own input history shows user turns that were never seen.
+    EARLIER_TURNS_UNSEEN = "earlier_turns_unseen"
 
 
 @dataclass(frozen=True, slots=True)

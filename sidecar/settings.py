@@ -116,6 +116,12 @@ class ConversationSettings(_Section):
     It runs in ``sidecar run`` when enabled and some rubric has
     ``scope: conversation``. Its consumer group is ``group_id`` (default
     ``<kafka.group_id>.conversations``); more replicas share its partitions.
+
+    Decided conversations survive restarts and rebalances on ``state_topic``
+    (compacted, co-partitioned with ``topic``; ``null`` or ``""`` turns it
+    off): at most ``max_known_per_partition`` per partition, least recently
+    decided evicted first. A late turn re-reads at most ``max_reread_turns``
+    earlier turns from ``topic`` (the most recent), within ``reread_timeout_s``.
     """
 
     enabled: bool = True
@@ -124,6 +130,10 @@ class ConversationSettings(_Section):
     max_open_conversations: Annotated[int, Field(ge=1)] = 100_000
     decided_memory: Annotated[int, Field(ge=1)] = 10_000
     max_inflight: Annotated[int, Field(ge=1)] = 200
+    state_topic: str | None = "eval_conversations"
+    max_known_per_partition: Annotated[int, Field(ge=1)] = 50_000
+    max_reread_turns: Annotated[int, Field(ge=1, le=10_000)] = 1_000
+    reread_timeout_s: Annotated[float, Field(gt=0)] = 10.0
 
 
 class OtelSettings(_Section):

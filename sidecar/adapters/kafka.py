@@ -285,15 +285,18 @@ class KafkaSink:
     async def _send(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         *,
         key: bytes | None,
         headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
     ) -> None:
         await self._renew_if_failed()
         generation, producer = self._generation, self._producer
         try:
-            await producer.send_and_wait(topic, value, key=key, headers=headers)
+            await producer.send_and_wait(
+                topic, value, key=key, headers=headers, partition=partition
+            )
         except KafkaError as exc:
             self._failed = generation
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc

@@ -10,6 +10,8 @@ co-partitioned with it (partition i of both is assigned and revoked together); t
 :class:`MemorySink` keeps what was sent and can be told to refuse the next sends
 with the error the Kafka sink raises. :class:`MemoryLabels` hands out pushed labels.
 :class:`MemoryHistory` reads a topic by position with record timestamps (``sidecar backfill``).
+:class:`MemoryConversationState` is the conversation state topic plus read-backs
+of the turns topic by offset; :meth:`MemoryTopic.delete_before` stands for retention.
 
 Each client writes what it did to a ``journal`` (a list of short strings, which
 may be shared) so that a test can check the order of events across clients.
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from sidecar.adapters.broker import RebalanceListener, Record
 from sidecar.backfill import HistoryRecord
+from sidecar.conversation.state import StateEntry
 from sidecar.errors import DeliveryError
+from sidecar.model import RecordRef
 
 __all__ = [
+    "MemoryConversationState",
     "MemoryHistory",
     "MemoryLabels",
     "MemorySink",
@@ -45,6 +50,12 @@ class MemoryTopic:
         self._logs: list[list[Record]] = [[] for _ in range(partitions)]
         self.committed: dict[int, int] = {}
         self.metadata: dict[int, str] = {}
+        # The first offset still kept per partition (retention deleted those below).
+        self.log_start: dict[int, int] = {}
+
+    def delete_before(self, partition: int, offset: int) -> None:
+        """Retention: records of ``partition`` below ``offset`` are gone for readers by offset."""
+        self.log_start[partition] = max(offset, self.log_start.get(partition, 0))
 
     @property
     def partitions(self) -> range:
@@ -376,3 +387,72 @@ class MemoryTurns:
         partition = zlib.crc32(key) % len(self.topic.partitions)
         self.topic.append(partition, payload, key)
         self.journal.append(f"turns.send {conversation_id}")
+
+
+class MemoryConversationState:
+    """A ``ConversationState``: state records on ``state``, turns read back from ``turns``.
+
+    ``state`` None stands for a deployment without a state topic (writes are
+    dropped, nothing is restored). :meth:`fail` makes the next writes refused.
+    ``loads`` counts :meth:`load` calls, ``reads`` the turns read back.
+    """
+
+    def __init__(
+        self,
+        state: MemoryTopic | None,
+        turns: MemoryTopic,
+        *,
+        journal: list[str] | None = None,
+    ) -> None:
+        self.state = state
+        self.turns = turns
+        self.journal: list[str] = [] if journal is None else journal
+        self.loads = 0
+        self.reads = 0
+        self.refused = 0
+        self._failures = 0
+
+    def fail(self, times: int) -> None:
+        self._failures = times
+
+    async def start(self) -> None:
+        self.journal.append("state.start")
+
+    async def stop(self) -> None:
+        self.journal.append("state.stop")
+
+    async def load(self, partitions: set[int]) -> list[StateEntry]:
+        await asyncio.sleep(0)
+        self.loads += 1
+        if self.state is None:
+            return []
+        self.journal.append(f"state.load {sorted(partitions)}")
+        return [
+            StateEntry(r.partition, r.key, r.value)
+            for p in sorted(partitions)
+            if p in self.state.partitions
+            for r in self.state.records(p)[self.state.log_start.get(p, 0) :]
+        ]
+
+    async def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        await asyncio.sleep(0)
+        if self._failures > 0:
+            self._failures -= 1
+            self.refused += 1
+            raise DeliveryError("refused by the in-memory broker: state record")
+        if self.state is None:
+            return
+        self.state.append(partition, value, key)
+        self.journal.append(f"state.{'write' if value is not None else 'tombstone'} {partition}")
+
+    async def read_turns(self, refs: Sequence[RecordRef]) -> dict[RecordRef, bytes]:
+        await asyncio.sleep(0)
+        found: dict[RecordRef, bytes] = {}
+        for ref in refs:
+            records = self.turns.records(ref.partition)
+            if self.turns.log_start.get(ref.partition, 0) <= ref.offset < len(records):
+                value = records[ref.offset].value
+                if value is not None:
+                    found[ref] = value
+        self.reads += len(found)
+        return found

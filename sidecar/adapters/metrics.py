@@ -248,7 +248,7 @@ class Metrics:
         )
         self.evictions = Counter(
             "sidecar_evictions_total",
-            "Assembler bound hits (open_traces|spans_per_trace).",
+            "Bound hits (open_traces|spans_per_trace|open_conversations|conversation_state).",
             ["kind"],
             registry=r,
         )
@@ -462,6 +462,41 @@ class ConversationMetrics:
             "sidecar_conversation_verdict_seconds",
             "From deciding a conversation to its verdict emitted (checks, judge, delivery).",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0),
+            registry=registry,
+        )
+        self.known = Gauge(
+            "sidecar_conversation_state_conversations",
+            "Decided conversations known by place (revision, turn offsets) on this replica; "
+            "at most conversations.max_known_per_partition per eval_turns partition.",
+            registry=registry,
+        )
+        self.state_records = Counter(
+            "sidecar_conversation_state_records_total",
+            "Records written to the conversation state topic, by kind (state|tombstone).",
+            ["kind"],
+            registry=registry,
+        )
+        self.restored = Counter(
+            "sidecar_conversation_state_restored_total",
+            "Decided conversations restored from the state topic on partition assignment.",
+            registry=registry,
+        )
+        self.restore_seconds = Histogram(
+            "sidecar_conversation_state_restore_seconds",
+            "Time to read the state topic's assigned partitions on assignment.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+            registry=registry,
+        )
+        self.rereads = Counter(
+            "sidecar_conversation_rereads_total",
+            "Re-opened conversations whose earlier turns were read back from eval_turns, by "
+            "result (complete|partial: some were gone).",
+            ["result"],
+            registry=registry,
+        )
+        self.partial = Counter(
+            "sidecar_conversations_partial_total",
+            "Conversations opened without some of their earlier turns (flagged partial).",
             registry=registry,
         )
 

@@ -4,7 +4,8 @@ A conversation's transcript (:mod:`sidecar.conversation`) holds its turns; a
 trace's transcript is one turn. ``max_turns`` fails when the conversation took
 more turns than ``limit`` (the customer had to come back too often). A
 conversation decided early at the open-conversation bound (flag
-``decided_early``) within the limit is ERROR: more turns may follow.
+``decided_early``) within the limit is ERROR: more turns may follow; so is one
+judged without some earlier turns (``partial``): more turns came before.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def max_turns(spec: MaxTurns, transcript: Transcript) -> Finding:
         return failed(f"{plural(turns, 'turn')} > limit {spec.limit}")
     if Flag.DECIDED_EARLY in transcript.flags:
         return errored(f"{plural(turns, 'turn')} so far; decided early, more turns may follow")
+    if Flag.PARTIAL in transcript.flags:
+        return errored(f"{plural(turns, 'turn')} seen; earlier turns are missing")
     return passed(f"{plural(turns, 'turn')} <= limit {spec.limit}")
 
 

@@ -54,7 +54,12 @@ def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     transcript = mark_untrusted(build_transcript(traces[0]), rubric.untrusted_tools)
     # The same per-block cap as the service, so the request shown is the one it sends.
-    request = build_request(rubric, transcript, max_block_chars=settings.judge.max_block_chars)
+    request = build_request(
+        rubric,
+        transcript,
+        max_block_chars=settings.judge.max_block_chars,
+        max_request_chars=settings.judge.max_request_chars,
+    )
     screening = screen(request.blocks)
     out = sys.stdout
     out.write(

@@ -6,7 +6,9 @@ tool calls (results and arguments) of turns 1..k, turn *k*'s input and the
 inputs of the turns before it (each an evidence value, so an earlier input
 that was not captured makes an ungrounded number ERROR, not FAIL). The check
 FAILs when any turn fails (naming the first), is ERROR when none fails and
-any is ERROR, and PASSes when every turn passes.
+any is ERROR, and PASSes when every turn passes. In a conversation flagged
+``partial`` (earlier turns missing) a FAIL is inconclusive (ERROR), as on a
+truncated trace.
 
 Sampling hashes the conversation id, so every revision of a conversation,
 on every replica, gets the same decision. The judge, the verdict and fault
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from sidecar.checks import run_check
 from sidecar.checks.grounding import GroundedNumbers
 from sidecar.judge import Judge
-from sidecar.model import CheckResult, Outcome, ToolCall, Transcript
+from sidecar.model import CheckResult, Flag, Outcome, ToolCall, Transcript
 from sidecar.pipeline import (
     NO_JUDGE,
     Case,
@@ -60,7 +62,12 @@ def _turn_evidence(turns: Sequence[Transcript], k: int) -> Transcript:
 
 def _grounded_per_turn(spec: GroundedNumbers, transcript: Transcript) -> CheckResult:
     turns = transcript.turns
-    results = [run_check(spec, _turn_evidence(turns, k)) for k in range(len(turns))]
+    # Without some earlier turns (partial), an ungrounded number may be grounded in them.
+    partial = Flag.PARTIAL in transcript.flags
+    results = [
+        run_check(spec, dataclasses.replace(e, truncated=True) if partial else e)
+        for e in (_turn_evidence(turns, k) for k in range(len(turns)))
+    ]
     for outcome in (Outcome.FAIL, Outcome.ERROR):
         for number, result in enumerate(results, start=1):
             if result.outcome is outcome:

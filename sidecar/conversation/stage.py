@@ -19,10 +19,23 @@ rebalance rebuilds the open conversations by reading the topic again from the
 committed offset. At shutdown open conversations are *not* decided: they are
 left, uncommitted, to be rebuilt; in-flight verdicts get a bounded wait.
 
+State of decided conversations (:mod:`.state`): after a verdict is
+acknowledged, and before the offsets of its turns are released, the stage
+writes the conversation's state record (revision, the place of each turn in
+``eval_turns``) to the state topic, on the partition its turns are on. On
+assignment it reads the state partitions of the assigned partitions from their
+start (timed, logged) before it reads any turn. A late turn for a
+conversation known only by place has its earlier turns read back from
+``eval_turns`` by offset (:meth:`ConversationState.read_turns`) before it is
+held, so the next verdict is revision n+1 over all turns; turns that cannot be
+read back (retention) flag it ``partial`` + ``earlier_turns_missing``.
+
 Bounds: ``max_open_conversations`` (the least recently active conversation is
 decided early, flagged ``decided_early``, counted), ``max_turns`` per
-conversation (rubric), ``decided_memory`` decided conversations remembered for
-re-opening, ``max_inflight`` conversations evaluated at once (the partitions
+conversation (rubric), ``decided_memory`` decided conversations remembered
+with their transcripts, ``max_known_per_partition`` remembered by place
+(evicted ones counted and tombstoned), ``max_reread_turns`` read back per
+re-open, ``max_inflight`` conversations evaluated at once (the partitions
 pause beyond it).
 """
 
@@ -37,11 +50,26 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
-from sidecar.conversation.store import ConversationStore, DecidedConversation, StoreStats
-from sidecar.conversation.turns import parse_turn
-from sidecar.errors import RecordError
+from sidecar.conversation.state import (
+    MAX_STATE_TURNS,
+    StateEntry,
+    StateRecord,
+    StateTurn,
+    fold,
+    state_key,
+)
+from sidecar.conversation.store import (
+    ConversationStore,
+    DecidedConversation,
+    Key,
+    Known,
+    Place,
+    StoreStats,
+)
+from sidecar.conversation.turns import TurnRecord, parse_turn
+from sidecar.errors import DeliveryError, RecordError, SourceError
 from sidecar.judge import Judge, screen_case
-from sidecar.model import RecordRef
+from sidecar.model import Flag, RecordRef
 from sidecar.offsets import OffsetTracker
 from sidecar.pipeline import Case, Fault, Screen
 from sidecar.rubric import Rubric
@@ -97,6 +125,33 @@ class TurnSource(Protocol):
     def paused(self) -> bool: ...
 
 
+class ConversationState(Protocol):
+    """The state topic, and ``eval_turns`` read back by offset (no group, no commits).
+
+    ``sidecar.adapters.turns.KafkaConversationState`` on Kafka,
+    ``sidecar.adapters.memory.MemoryConversationState`` in memory.
+    """
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def load(self, partitions: set[int]) -> Sequence[StateEntry]:
+        """Every state record of ``partitions``, from each start to its end, in offset order.
+
+        SourceError when that could not be read in time.
+        """
+        ...
+
+    async def write(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """One state record (``None``: a tombstone) to ``partition``; DeliveryError if refused."""
+        ...
+
+    async def read_turns(self, refs: Sequence[RecordRef]) -> Mapping[RecordRef, bytes]:
+        """The turn records at ``refs``; those no longer there (retention) are left out."""
+        ...
+
+
 class TurnSink(Protocol):
     """Producer of turn records to ``eval_turns``; a send returns once acknowledged."""
 
@@ -137,6 +192,24 @@ class StageMetrics(Protocol):
     @property
     def verdict_seconds(self) -> _Histogram: ...
 
+    @property
+    def known(self) -> _Gauge: ...
+
+    @property
+    def state_records(self) -> _Family: ...
+
+    @property
+    def restored(self) -> _Counter: ...
+
+    @property
+    def restore_seconds(self) -> _Histogram: ...
+
+    @property
+    def rereads(self) -> _Family: ...
+
+    @property
+    def partial(self) -> _Counter: ...
+
 
 class _Counter(Protocol):
     def inc(self, amount: float = 1) -> None: ...
@@ -168,9 +241,13 @@ class ConversationStage:
         sampler: Sampler,
         metrics: StageMetrics,
         evictions: _Counter,
+        state: Callable[[], ConversationState] | None = None,
+        state_evictions: _Counter | None = None,
+        group: str = "",
         commit_interval_s: float = 2.0,
         shutdown_timeout_s: float = 20.0,
         clock: Clock = time.monotonic,
+        wall_clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         screen: Screen = screen_case,
         on_fault: Callable[[Fault], None] | None = None,
@@ -182,10 +259,16 @@ class ConversationStage:
             {rid: spec for rid, spec in specs.items() if spec is not None},
             max_open=settings.max_open_conversations,
             decided_memory=settings.decided_memory,
+            max_known=settings.max_known_per_partition,
         )
         self.offsets = OffsetTracker()
         self.metrics = metrics
         self.evictions = evictions
+        self.state_evictions = state_evictions
+        self.group = group
+        self.wall_clock = wall_clock
+        self._new_state = state
+        self._state: ConversationState | None = None
         self.judge = judge
         self.sampler = sampler
         self.clock = clock
@@ -217,8 +300,16 @@ class ConversationStage:
 
     async def start(self) -> None:
         """Join the group; SourceError when the broker cannot be reached."""
+        if self._new_state is not None:
+            self._state = self._new_state()
+            await self._state.start()
         self._source = self._new_source()
-        await self._source.start(self)
+        try:
+            await self._source.start(self)
+        except SourceError:
+            if self._state is not None:
+                await self._state.stop()
+            raise
         self._last_commit = self.clock()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -233,8 +324,9 @@ class ConversationStage:
         records = await self.source.fetch()
         now = self.clock()
         for record in records:
-            self._ingest(record, now)
+            await self._ingest(record, now)
         self._dispatch_due(now)
+        await self._tombstones()
         self._export()
         if now - self._last_commit >= self.commit_interval_s:
             await self.commit()
@@ -267,10 +359,12 @@ class ConversationStage:
     async def stop(self) -> None:
         if self._source is not None:
             await self._source.stop()
+        if self._state is not None:
+            await self._state.stop()
 
     # -- turns ----------------------------------------------------------------------------
 
-    def _ingest(self, record: TurnRecordIn, now: float) -> None:
+    async def _ingest(self, record: TurnRecordIn, now: float) -> None:
         self.offsets.consumed(record.partition, record.offset)
         try:
             turn = parse_turn(record.value, f"{self.settings.topic}[{record.partition}]")
@@ -280,8 +374,98 @@ class ConversationStage:
             return
         ref = RecordRef(record.partition, record.offset)
         for rubric_id in turn.rubrics:
+            known = self.store.wanted(rubric_id, turn)
+            if known is not None and self._state is not None:
+                await self._read_back((rubric_id, turn.conversation_id), known)
             for decided in self.store.add(rubric_id, turn, now, ref):
                 self._decided(decided, now)
+
+    async def _read_back(self, key: Key, known: Known) -> None:
+        """Read the earlier turns of a conversation known by place, to re-open it whole."""
+        assert self._state is not None
+        places = known.places[-self.settings.max_reread_turns :]
+        started = self.clock()
+        try:
+            payloads = await asyncio.wait_for(
+                self._state.read_turns([p.ref for p in places]), self.settings.reread_timeout_s
+            )
+        except (SourceError, TimeoutError) as exc:
+            log.warning("reading back the turns of conversation %s failed: %s", key[1], exc)
+            payloads = {}
+        found: list[tuple[Place, TurnRecord]] = []
+        for place in places:
+            payload = payloads.get(place.ref)
+            try:
+                turn = parse_turn(payload, self.settings.topic)
+            except RecordError:
+                continue
+            if turn.trace_id == place.trace_id and turn.conversation_id == key[1]:
+                found.append((place, turn))
+        missing = len(known.places) - len(found)
+        self.store.reopen_with(key, known, found, missing)
+        self.metrics.rereads.labels(result="partial" if missing else "complete").inc()
+        log.log(
+            logging.WARNING if missing else logging.INFO,
+            "conversation %s (rubric %s) re-opened after revision %d: %d earlier turns read "
+            "back from %s in %.3fs, %d missing",
+            key[1],
+            key[0],
+            known.revision,
+            len(found),
+            self.settings.topic,
+            max(0.0, self.clock() - started),
+            missing,
+        )
+
+    async def _tombstones(self) -> None:
+        """Forget on the state topic what the per-partition bound evicted (best effort)."""
+        evicted, self.store.evicted_state = self.store.evicted_state, []
+        if self._state is None:
+            return
+        for partition, (rubric_id, cid) in evicted:
+            try:
+                await self._state.write(partition, state_key(self.group, rubric_id, cid), None)
+            except DeliveryError as exc:
+                log.warning("tombstone for conversation %s not written: %s", cid, exc)
+                continue
+            self.metrics.state_records.labels(kind="tombstone").inc()
+
+    async def _write_state(self, conversation: DecidedConversation) -> None:
+        """The decided conversation's state record, acknowledged; retried until it is."""
+        if self._state is None or conversation.partition is None:
+            return
+        record = StateRecord(
+            group=self.group,
+            topic=self.settings.topic,
+            rubric_id=conversation.rubric_id,
+            conversation_id=conversation.conversation_id,
+            revision=conversation.revision,
+            decided_at=self.wall_clock(),
+            turns=tuple(
+                StateTurn(
+                    trace_id=p.trace_id,
+                    partition=p.partition,
+                    offset=p.offset,
+                    start_unix_nano=p.start_unix_nano,
+                )
+                for p in conversation.places[-MAX_STATE_TURNS:]
+            ),
+            flags=tuple(f.value for f in conversation.flags if f is not Flag.DECIDED_EARLY),
+        )
+        key = state_key(self.group, conversation.rubric_id, conversation.conversation_id)
+        payload = record.to_bytes()
+        delay = 0.5
+        while True:
+            try:
+                await self._state.write(conversation.partition, key, payload)
+            except DeliveryError as exc:
+                self._on_fault(Fault("state", "DeliveryError"))
+                log.warning("writing conversation state failed (%s); retrying in %.1fs", exc, delay)
+                await self.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            self.metrics.state_records.labels(kind="state").inc()
+            return
 
     def _decided(self, conversation: DecidedConversation, now: float) -> None:
         """Hold the conversation's offsets; evaluate it now, or once there is room."""
@@ -331,6 +515,8 @@ class ConversationStage:
             )
             await self._emit(verdict, case)
             self.metrics.verdict_seconds.observe(max(0.0, self.clock() - decided_at))
+            # After the verdict is acknowledged, before the turns' offsets are released.
+            await self._write_state(conversation)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -365,7 +551,46 @@ class ConversationStage:
             )
 
     async def on_assigned(self, partitions: set[int]) -> None:
+        """Restore the decided conversations of ``partitions`` before any of their turns is read."""
         log.info("%s partitions assigned: %s", self.settings.topic, sorted(partitions))
+        if self._state is None or not partitions:
+            return
+        started = self.clock()
+        try:
+            entries = await self._state.load(partitions)
+        except SourceError as exc:
+            log.error(
+                "restoring decided conversations of %s partitions %s failed (%s): a late turn "
+                "of a conversation decided before is judged without its earlier turns",
+                self.settings.topic,
+                sorted(partitions),
+                exc,
+            )
+            return
+        by_partition: dict[int, list[StateEntry]] = {p: [] for p in partitions}
+        for entry in entries:
+            by_partition.setdefault(entry.partition, []).append(entry)
+        restored = malformed = foreign = 0
+        for partition, found in sorted(by_partition.items()):
+            state = fold(found, group=self.group, topic=self.settings.topic)
+            malformed += state.malformed
+            foreign += state.foreign
+            restored += self.store.load_known(partition, (known_of(r) for r in state.records))
+        elapsed = max(0.0, self.clock() - started)
+        self.metrics.restored.inc(restored)
+        self.metrics.restore_seconds.observe(elapsed)
+        log.info(
+            "restored %d decided conversations of %s partitions %s from %d state records in "
+            "%.3fs (%d malformed, %d of another group or topic)",
+            restored,
+            self.settings.topic,
+            sorted(partitions),
+            len(entries),
+            elapsed,
+            malformed,
+            foreign,
+        )
+        self._export()
 
     def _apply_backpressure(self) -> None:
         busy = len(self._inflight) + len(self._waiting)
@@ -384,7 +609,20 @@ class ConversationStage:
         )
         self.metrics.reopened.inc(st.reopened - done.reopened)
         self.metrics.forgotten.inc(st.forgotten - done.forgotten)
+        self.metrics.partial.inc(st.partial - done.partial)
         self.evictions.inc(st.evicted - done.evicted)
+        if self.state_evictions is not None:
+            self.state_evictions.inc(st.state_evicted - done.state_evicted)
         self._exported = dataclasses.replace(st)
         self.metrics.open.set(self.store.open_conversations)
         self.metrics.held_turns.set(self.store.held_turns)
+        self.metrics.known.set(self.store.known_conversations)
+
+
+def known_of(record: StateRecord) -> tuple[Key, Known]:
+    """A restored state record as the store knows it."""
+    flags = tuple(f for f in Flag if f.value in record.flags)
+    places = tuple(
+        Place(t.trace_id, t.partition, t.offset, t.start_unix_nano) for t in record.turns
+    )
+    return record.key, Known(record.revision, places, record.decided_at, flags)

@@ -13,10 +13,26 @@ one conversation, first match wins:
 
 A turn whose trace id the conversation already holds (a redelivery after a
 restart) is counted as a duplicate and ignored. A turn for a conversation that
-was decided and is still remembered (``decided_memory`` conversations, least
-recently decided forgotten first) re-opens it with its earlier turns: the next
-decision is revision n+1. The earlier turns need no offsets held; they were
-committed with the decision.
+was decided re-opens it with its earlier turns: the next decision is revision
+n+1. The earlier turns need no offsets held; they were committed with the
+decision. Decided conversations are remembered in two tiers:
+
+- *with their transcripts*, ``decided_memory`` conversations (least recently
+  decided forgotten first): a late turn re-opens at once;
+- *by place*, ``max_known`` conversations per ``eval_turns`` partition (least
+  recently decided evicted first, counted, listed in :attr:`evicted_state`
+  for a tombstone): the revision and where each turn lies in ``eval_turns``.
+  This is the state the stage writes to the changelog topic and restores on
+  assignment (:mod:`.state`). A late turn for a conversation known only by
+  place needs its earlier turns read back first: :meth:`wanted` says which,
+  :meth:`reopen_with` hands them in. Turns that could not be read back flag
+  the conversation ``partial`` + ``earlier_turns_missing``, for this and every
+  later revision.
+
+A turn that opens a new conversation while its own input history shows
+earlier user turns (``TurnRecord.earlier_user_messages``) flags it
+``partial`` + ``earlier_turns_unseen``: never judged from part of its turns
+without saying so.
 
 Every held turn keeps its (partition, offset): :meth:`held_offsets` is what
 the commit rule needs. Nothing here does I/O; time comes in as ``now``.
@@ -49,15 +65,45 @@ class ConversationReason(enum.StrEnum):
     END_OF_INPUT = "end_of_input"  # replay
 
 
+PARTIAL_FLAGS = (Flag.PARTIAL, Flag.EARLIER_TURNS_MISSING, Flag.EARLIER_TURNS_UNSEEN)
+
+
 @dataclass(frozen=True, slots=True)
 class HeldTurn:
     transcript: Transcript
     start_unix_nano: int
+    # Held for the commit rule (read since the last decision); None once committed.
     ref: RecordRef | None = None
+    # Where the turn lies in eval_turns, held or not (the state record keeps it).
+    at: RecordRef | None = None
 
     @property
     def order(self) -> tuple[int, str]:
         return (self.start_unix_nano, self.transcript.trace_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where one turn of a decided conversation lies in ``eval_turns``."""
+
+    trace_id: str
+    partition: int
+    offset: int
+    start_unix_nano: int = 0
+
+    @property
+    def ref(self) -> RecordRef:
+        return RecordRef(self.partition, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A decided conversation known by place: its last revision and its turns' places."""
+
+    revision: int
+    places: tuple[Place, ...]
+    decided_at: float = 0.0  # Unix seconds
+    flags: tuple[Flag, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +118,9 @@ class DecidedConversation:
     # Lowest offset per partition of the turns read since the last decision.
     first_offsets: Mapping[int, int] = field(default_factory=dict)
     flags: tuple[Flag, ...] = ()
+    # Where each turn lies in eval_turns (turns without a place are left out).
+    places: tuple[Place, ...] = ()
+    partition: int | None = None
 
     def transcript(self) -> Transcript:
         return conversation_transcript(self.turns, self.flags)
@@ -85,6 +134,8 @@ class StoreStats:
     evicted: int = 0
     forgotten: int = 0
     unknown_rubric: int = 0
+    state_evicted: int = 0  # known by place, over max_known of a partition
+    partial: int = 0  # conversations opened without some earlier turns
 
 
 @dataclass(slots=True)
@@ -94,6 +145,7 @@ class _Open:
     last_at: float
     revision: int
     turns: dict[str, HeldTurn]
+    flags: tuple[Flag, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +153,7 @@ class _Remembered:
     partition: int | None
     revision: int
     turns: tuple[HeldTurn, ...]
+    flags: tuple[Flag, ...] = ()
 
 
 def ordered(turns: Iterable[HeldTurn]) -> tuple[Transcript, ...]:
@@ -116,14 +169,20 @@ class ConversationStore:
         *,
         max_open: int = 100_000,
         decided_memory: int = 10_000,
+        max_known: int = 0,
     ) -> None:
         self.specs = dict(specs)
         self.max_open = max_open
         self.decided_memory = decided_memory
+        self.max_known = max_known
         self.stats = StoreStats()
         # Least recently active first: the eviction order.
         self._open: OrderedDict[Key, _Open] = OrderedDict()
         self._decided: OrderedDict[Key, _Remembered] = OrderedDict()
+        # Per eval_turns partition, least recently decided first.
+        self._known: dict[int, OrderedDict[Key, Known]] = {}
+        # (partition, key) evicted from _known since the stage last took them (tombstones).
+        self.evicted_state: list[tuple[int, Key]] = []
         # (deadline, seq, key); entries whose deadline is no longer the key's are skipped.
         self._deadlines: list[tuple[float, int, Key]] = []
         self._seq = itertools.count()
@@ -135,6 +194,61 @@ class ConversationStore:
     @property
     def held_turns(self) -> int:
         return sum(len(c.turns) for c in self._open.values())
+
+    @property
+    def known_conversations(self) -> int:
+        return sum(len(k) for k in self._known.values())
+
+    def known(self, key: Key) -> Known | None:
+        for entries in self._known.values():
+            if (found := entries.get(key)) is not None:
+                return found
+        return None
+
+    def wanted(self, rubric_id: str, record: TurnRecord) -> Known | None:
+        """The decided conversation ``record`` re-opens when its turns must be read back first.
+
+        Only when it is known by place alone (not open, transcripts not
+        remembered) and ``record`` is not one of its turns.
+        """
+        key = (rubric_id, record.conversation_id)
+        if rubric_id not in self.specs or key in self._open or key in self._decided:
+            return None
+        known = self.known(key)
+        if known is None or any(p.trace_id == record.trace_id for p in known.places):
+            return None
+        return known
+
+    def reopen_with(
+        self,
+        key: Key,
+        known: Known,
+        found: Iterable[tuple[Place, TurnRecord]],
+        missing: int,
+    ) -> None:
+        """Remember ``known`` with the turns read back; ``missing`` of them could not be."""
+        turns = tuple(
+            sorted(
+                (
+                    HeldTurn(record.transcript(), record.start_unix_nano, None, place.ref)
+                    for place, record in found
+                ),
+                key=lambda t: t.order,
+            )
+        )
+        flags = known.flags
+        if missing:
+            flags = _with_partial(flags, Flag.EARLIER_TURNS_MISSING)
+        partition = known.places[-1].partition if known.places else None
+        self._remember(key, _Remembered(partition, known.revision, turns, flags))
+
+    def load_known(self, partition: int, entries: Iterable[tuple[Key, Known]]) -> int:
+        """Restore the decided conversations of ``partition`` (oldest first); how many were."""
+        count = 0
+        for key, known in entries:
+            self._know(partition, key, known)
+            count += 1
+        return count
 
     def add(
         self, rubric_id: str, record: TurnRecord, now: float, ref: RecordRef | None = None
@@ -148,9 +262,11 @@ class ConversationStore:
         conversation = self._open.get(key)
         if conversation is None:
             remembered = self._decided.get(key)
-            if remembered is not None and any(
-                t.transcript.trace_id == record.trace_id for t in remembered.turns
-            ):
+            known = self.known(key)
+            if (
+                remembered is not None
+                and any(t.transcript.trace_id == record.trace_id for t in remembered.turns)
+            ) or (known is not None and any(p.trace_id == record.trace_id for p in known.places)):
                 self.stats.duplicates += 1
                 return []
             conversation = _Open(
@@ -164,17 +280,27 @@ class ConversationStore:
                 del self._decided[key]
                 self.stats.reopened += 1
                 conversation.revision = remembered.revision + 1
+                conversation.flags = remembered.flags
                 conversation.turns = {
-                    t.transcript.trace_id: HeldTurn(t.transcript, t.start_unix_nano)
+                    t.transcript.trace_id: HeldTurn(t.transcript, t.start_unix_nano, None, t.at)
                     for t in remembered.turns
                 }
+            elif known is not None:
+                # Known by place but its turns were not read back: judged without them, flagged.
+                self.stats.reopened += 1
+                conversation.revision = known.revision + 1
+                conversation.flags = _with_partial(known.flags, Flag.EARLIER_TURNS_MISSING)
+            elif record.earlier_user_messages > 0:
+                conversation.flags = _with_partial((), Flag.EARLIER_TURNS_UNSEEN)
+            if Flag.PARTIAL in conversation.flags:
+                self.stats.partial += 1
             self._open[key] = conversation
         elif record.trace_id in conversation.turns:
             self.stats.duplicates += 1
             return []
         self.stats.turns += 1
         conversation.turns[record.trace_id] = HeldTurn(
-            record.transcript(), record.start_unix_nano, ref
+            record.transcript(), record.start_unix_nano, ref, ref
         )
         conversation.last_at = now
         self._open.move_to_end(key)
@@ -223,7 +349,20 @@ class ConversationStore:
                 p, o = turn.ref.partition, turn.ref.offset
                 first[p] = min(o, first.get(p, o))
         held = tuple(sorted(conversation.turns.values(), key=lambda t: t.order))
-        self._remember(key, _Remembered(conversation.partition, conversation.revision, held))
+        self._remember(
+            key,
+            _Remembered(conversation.partition, conversation.revision, held, conversation.flags),
+        )
+        places = tuple(
+            Place(t.transcript.trace_id, t.at.partition, t.at.offset, t.start_unix_nano)
+            for t in held
+            if t.at is not None
+        )
+        partition = places[-1].partition if places else conversation.partition
+        if partition is not None:
+            self._know(
+                partition, key, Known(conversation.revision, places, 0.0, conversation.flags)
+            )
         flags = (Flag.DECIDED_EARLY,) if reason is ConversationReason.EVICTED else ()
         return DecidedConversation(
             rubric_id=key[0],
@@ -232,7 +371,9 @@ class ConversationStore:
             reason=reason,
             revision=conversation.revision,
             first_offsets=first,
-            flags=flags,
+            flags=(*flags, *conversation.flags),
+            places=places,
+            partition=partition,
         )
 
     def _remember(self, key: Key, remembered: _Remembered) -> None:
@@ -241,6 +382,20 @@ class ConversationStore:
         while len(self._decided) > self.decided_memory:
             self._decided.popitem(last=False)
             self.stats.forgotten += 1
+
+    def _know(self, partition: int, key: Key, known: Known) -> None:
+        if self.max_known <= 0:
+            return
+        for other, entries in self._known.items():
+            if other != partition:
+                entries.pop(key, None)
+        entries = self._known.setdefault(partition, OrderedDict())
+        entries[key] = known
+        entries.move_to_end(key)
+        while len(entries) > self.max_known:
+            gone, _ = entries.popitem(last=False)
+            self.stats.state_evicted += 1
+            self.evicted_state.append((partition, gone))
 
     def held_offsets(self) -> dict[int, int]:
         """Lowest offset per partition held by a turn of an open conversation."""
@@ -260,4 +415,11 @@ class ConversationStore:
             del self._open[key]
         for key in [k for k, r in self._decided.items() if r.partition in gone]:
             del self._decided[key]
+        for partition in gone:
+            self._known.pop(partition, None)
         return len(dropped)
+
+
+def _with_partial(flags: Iterable[Flag], reason: Flag) -> tuple[Flag, ...]:
+    raised = {*flags, Flag.PARTIAL, reason}
+    return tuple(f for f in Flag if f in raised)

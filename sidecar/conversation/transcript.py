@@ -15,7 +15,9 @@ the judge read:
   last turn's, where the verdict span goes;
 - models and conventions: each once, in order of first use; tokens summed;
 - ``truncated`` and ``flags``: any turn's, plus the conversation's own (e.g.
-  ``decided_early``).
+  ``decided_early``); a conversation flagged ``partial`` (judged without some
+  earlier turns) is truncated too, so checks that could be wrong for want of
+  those turns are inconclusive.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def conversation_transcript(turns: Sequence[Transcript], flags: Iterable[Flag] =
         resource=last.resource,
         root_attributes=last.root_attributes,
         reference=next((t.reference for t in reversed(turns) if t.reference is not None), None),
-        truncated=any(t.truncated for t in turns),
+        truncated=any(t.truncated for t in turns) or Flag.PARTIAL in all_flags,
         flags=tuple(dict.fromkeys(all_flags)),
         latency_error=latency_error,
         turns=tuple(turns),

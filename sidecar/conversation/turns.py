@@ -14,6 +14,12 @@ stage counts it as malformed and moves on). Bounded: each text value is cut
 to :data:`MAX_TEXT_CHARS` characters (the cut is marked and the turn is
 flagged ``truncated``), and at most :data:`MAX_TOOL_CALLS` calls are kept.
 The content is what the spans topic already carries; it is not redacted here.
+
+``earlier_user_messages``: how many user messages come before the last one in
+the input of the turn's first LLM call (ADK and chat-completion agents send
+the session's history there). More than zero on the first turn the
+conversation stage sees means earlier turns were never seen; it is written
+only when above zero, so records without it read as before.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.conventions import MessageMemo, Role, read_span
 from sidecar.conversation.key import conversation_id
 from sidecar.errors import RecordError
+from sidecar.events import join_logs
 from sidecar.model import ErrorSpan, Flag, Span, ToolCall, Trace, Transcript
 from sidecar.rubric import Rubric
 
@@ -81,6 +89,7 @@ class TurnRecord(_Model):
     reference: str | None = None
     truncated: bool = False
     flags: tuple[Flag, ...] = ()
+    earlier_user_messages: Annotated[int, Field(ge=0)] = 0
 
     @classmethod
     def of(
@@ -130,6 +139,7 @@ class TurnRecord(_Model):
             reference=cut(transcript.reference),
             truncated=transcript.truncated or cut.cut or len(transcript.tool_calls) > len(calls),
             flags=transcript.flags,
+            earlier_user_messages=earlier_user_messages(trace),
         )
 
     def transcript(self) -> Transcript:
@@ -155,9 +165,10 @@ class TurnRecord(_Model):
         )
 
     def to_bytes(self) -> bytes:
-        return json.dumps(
-            self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8")
+        data = self.model_dump(mode="json")
+        if not self.earlier_user_messages:
+            del data["earlier_user_messages"]
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def parse_turn(payload: bytes | None, where: str = "eval_turns") -> TurnRecord:
@@ -180,6 +191,19 @@ def root_times(trace: Trace) -> tuple[int, int]:
         return 0, 0
     first = min(pool, key=lambda s: s.start_time_unix_nano)
     return first.start_time_unix_nano, first.end_time_unix_nano
+
+
+def earlier_user_messages(trace: Trace) -> int:
+    """User messages with text before the last one in the first LLM call's input (see above)."""
+    memo = MessageMemo()
+    spans = sorted(join_logs(trace.spans, trace.logs), key=lambda s: s.start_time_unix_nano)
+    for span in spans:
+        reading = read_span(span, memo)
+        if reading is None or reading.role is not Role.LLM or not reading.inputs:
+            continue
+        users = sum(1 for m in reading.inputs if m.role == "user" and m.text)
+        return max(0, users - 1)
+    return 0
 
 
 class _Cutter:

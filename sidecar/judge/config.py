@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # Characters per data block sent to the judge; screening always covers at least this much.
 DEFAULT_MAX_BLOCK_CHARS = 32_768
 MAX_BLOCK_CHARS_LIMIT = 262_144
+# The data of one conversation's judge request, all turns together (older turns left out).
+DEFAULT_MAX_REQUEST_CHARS = 400_000
+MIN_REQUEST_CHARS = 16_384
 
 
 class BackendKind(enum.StrEnum):
@@ -70,6 +73,9 @@ class JudgeSettings(BaseModel):
         DEFAULT_MAX_BLOCK_CHARS
     )
     max_answer_bytes: Annotated[int, Field(ge=4096)] = 262_144
+    # All data blocks of one request together (a conversation of many turns): the oldest
+    # turns are left out, the first user input and the most recent turns kept whole.
+    max_request_chars: Annotated[int, Field(ge=MIN_REQUEST_CHARS)] = DEFAULT_MAX_REQUEST_CHARS
     # {model: {input_per_mtok, output_per_mtok}} in US dollars per million tokens.
     prices: dict[str, Price] = Field(default_factory=dict)
 

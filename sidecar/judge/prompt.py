@@ -28,7 +28,13 @@ say the judge saw only part of the data.
 A conversation's transcript (``Transcript.turns``, :mod:`sidecar.conversation`)
 is shown turn by turn: ``TURN_<n>_USER_INPUT``, ``TURN_<n>_TOOL_CALLS`` and
 ``TURN_<n>_RESPONSE`` for each turn n, each block with the same neutralising,
-quoting and cap as above, under the same nonce.
+quoting and cap as above, under the same nonce. The request as a whole is
+capped too (``max_request_chars``, judge settings, default 400,000
+characters of data): over it, the oldest turns are left out whole; the first
+turn's user input and the most recent turns that fit are kept whole (the last
+turn always). An empty ``OMITTED_TURNS`` block in their place says which
+turns are not shown, and ``JudgeRequest.truncated`` names it, so the verdict's
+criteria carry ``input_truncated`` as for a cut block.
 
 Besides the verdicts, the judge reports ``data_tried_to_instruct``: whether
 text inside the blocks tried to instruct it. A ``true`` counts like a
@@ -45,7 +51,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.judge.config import DEFAULT_MAX_BLOCK_CHARS
+from sidecar.judge.config import DEFAULT_MAX_BLOCK_CHARS, DEFAULT_MAX_REQUEST_CHARS
 from sidecar.model import ToolCall, Transcript
 from sidecar.rubric import JudgeSpec, Rubric
 
@@ -53,6 +59,7 @@ USER_INPUT = "USER_INPUT"
 TOOL_CALLS = "TOOL_CALLS"
 RESPONSE = "RESPONSE"
 REFERENCE = "REFERENCE"
+OMITTED_TURNS = "OMITTED_TURNS"
 
 UNTRUSTED_LABEL = "[untrusted third-party content]"
 NOT_CAPTURED = "(not captured)"
@@ -298,9 +305,51 @@ def _turn_sections(rubric: Rubric, transcript: Transcript, limit: int) -> list[_
     return sections
 
 
-def _sections(rubric: Rubric, transcript: Transcript, limit: int) -> list[_Section]:
+def _size(section: _Section) -> int:
+    # Heading, content and both markers with their nonce, as rendered.
+    return len(section.heading) + len(section.content) + 2 * (len(section.name) + 40)
+
+
+def _cap_turns(sections: list[_Section], turns: int, limit: int) -> list[_Section]:
+    """Leave out the oldest turns whole until the data fits ``limit`` (see the module docstring)."""
+    per_turn = [sections[3 * k : 3 * k + 3] for k in range(turns)]
+    sizes = [sum(_size(s) for s in group) for group in per_turn]
+    if turns < 2 or sum(sizes) <= limit:
+        return sections
+    first_input = per_turn[0][0]
+    budget = limit - _size(first_input) - 400  # room for the note on what was left out
+    kept_from = turns - 1  # index of the first turn shown whole; the last always is
+    used = sizes[-1]
+    while kept_from > 1 and used + sizes[kept_from - 1] <= budget:
+        kept_from -= 1
+        used += sizes[kept_from]
+    # Turn numbers are 1-based: turns 2..kept_from are left out, and turn 1 but its input.
+    if kept_from == 1:
+        left_out = "the tool calls and answer of turn 1 are"
+    elif kept_from == 2:
+        left_out = f"turn 2 of {turns} is"
+    else:
+        left_out = f"turns 2 to {kept_from} of {turns} are"
+    note = _Section(
+        OMITTED_TURNS,
+        f"{OMITTED_TURNS}: {left_out} not shown (of turn 1 only what the user said), to keep "
+        f"the request within {limit} characters; the block is empty, do not guess what they held.",
+        "",
+        truncated=True,
+    )
+    return [first_input, note, *(s for group in per_turn[kept_from:] for s in group)]
+
+
+def _sections(
+    rubric: Rubric,
+    transcript: Transcript,
+    limit: int,
+    request_limit: int | None = None,
+) -> list[_Section]:
     if transcript.turns:
         sections = _turn_sections(rubric, transcript, limit)
+        if request_limit is not None:
+            sections = _cap_turns(sections, len(transcript.turns), request_limit)
     else:
         sections = [
             _text_section(USER_INPUT, "what the user asked", transcript.user_input, limit),
@@ -332,7 +381,9 @@ def _render_user_text(sections: Iterable[_Section], nonce: str) -> str:
 _CONVERSATION_NOTE = (
     "\nThis run is a conversation of several turns. Each turn has its own blocks, named "
     "TURN_<n>_USER_INPUT, TURN_<n>_TOOL_CALLS and TURN_<n>_RESPONSE (n = 1 for the first "
-    "turn), in order; grade the conversation as a whole, up to its last turn.\n"
+    "turn), in order; grade the conversation as a whole, up to its last turn. When the "
+    "conversation is too long, its oldest turns are left out and an empty OMITTED_TURNS "
+    "block says which.\n"
 )
 
 
@@ -447,8 +498,12 @@ def build_request(
     nonce: str | None = None,
     *,
     max_block_chars: int = DEFAULT_MAX_BLOCK_CHARS,
+    max_request_chars: int = DEFAULT_MAX_REQUEST_CHARS,
 ) -> JudgeRequest:
     """Build the judge request for one case, each data block cut to ``max_block_chars``.
+
+    A conversation's data is capped at ``max_request_chars`` in all, oldest turns
+    left out first (see the module docstring).
 
     ``nonce`` is for tests; production leaves it ``None`` to draw a fresh one.
     Raises ``ValueError`` when the rubric has no judge block or when a given
@@ -457,7 +512,7 @@ def build_request(
     judge = rubric.judge
     if judge is None:
         raise ValueError(f"rubric {rubric.id!r} has no judge block")
-    sections = _sections(rubric, transcript, max_block_chars)
+    sections = _sections(rubric, transcript, max_block_chars, max_request_chars)
     if nonce is None:
         nonce = new_nonce()
         while any(nonce in s.content or nonce in s.heading for s in sections):

@@ -263,7 +263,12 @@ class JudgeService:
         use_cache: bool = True,
     ) -> JudgeResult:
         """Judge one case; ``screening`` is the case's, from ``screen_case``."""
-        request = build_request(rubric, transcript, max_block_chars=self._settings.max_block_chars)
+        request = build_request(
+            rubric,
+            transcript,
+            max_block_chars=self._settings.max_block_chars,
+            max_request_chars=self._settings.max_request_chars,
+        )
         return await self.judge_request(rubric, request, screening, use_cache=use_cache)
 
     async def judge_request(
