@@ -44,6 +44,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from bench.bench_kafka import RUBRIC  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
+from tests.integration.harness import environ_without, run_python  # noqa: E402
 
 
 async def produce(
@@ -103,23 +104,12 @@ def run(bootstrap: str, traces: int, partitions: int, hours: float, work: Path) 
             }
         )
     )
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "GOOGLE_", "GEMINI_"))
-    }
-    since = start.isoformat()
-    command = [
-        sys.executable,
-        "-m",
-        "sidecar",
-        "backfill",
-        "--config",
-        str(config),
-        "--from",
-        since,
-        "--quiet",
-    ]
     began = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    done = run_python(
+        *("-m", "sidecar", "backfill", "--config", str(config)),
+        *("--from", start.isoformat(), "--quiet"),
+        env=environ_without("SIDECAR_", "GOOGLE_", "GEMINI_"),
+    )
     wall = time.monotonic() - began
     if done.returncode != 0:
         sys.exit(f"sidecar backfill exited {done.returncode}:\n{done.stderr}")

@@ -87,6 +87,11 @@ def per_minute(metric: str, *matchers: str, by: Iterable[str] = ()) -> str:
     return f"{rate(metric, *matchers, by=by)} * 60"
 
 
+def quantile(q: float, metric: str, *matchers: str, by: Iterable[str] = ()) -> str:
+    """The ``q`` quantile of a histogram's ``_bucket`` series, per ``by``."""
+    return f"histogram_quantile({q}, {rate(metric, *matchers, by=[*by, 'le'])})"
+
+
 def in_range(metric: str, *matchers: str, by: Iterable[str]) -> str:
     """The increase over the dashboard's time range, for stats and tables."""
     return f"{agg(by)} (increase({sel(metric, *matchers)}[{RANGE}]))"
@@ -797,10 +802,9 @@ def quality() -> Board:
 
 
 def judge_health() -> Board:
-    def quantile(q: str) -> str:
-        return (
-            f"histogram_quantile({q}, sum by (judge_model, le) "
-            f"(rate({sel('sidecar_judge_request_duration_seconds_bucket', JUDGE)}[{RATE}])))"
+    def latency(q: float) -> str:
+        return quantile(
+            q, "sidecar_judge_request_duration_seconds_bucket", JUDGE, by=["judge_model"]
         )
 
     cost_range = in_range("sidecar_judge_cost_usd_total", JUDGE, by=["judge_model"])
@@ -878,9 +882,9 @@ def judge_health() -> Board:
         timeseries(
             "Judge request latency",
             "p50, p95 and p99 of one judge HTTP request, per model.",
-            (quantile("0.5"), "p50 {{judge_model}}"),
-            (quantile("0.95"), "p95 {{judge_model}}"),
-            (quantile("0.99"), "p99 {{judge_model}}"),
+            (latency(0.5), "p50 {{judge_model}}"),
+            (latency(0.95), "p95 {{judge_model}}"),
+            (latency(0.99), "p99 {{judge_model}}"),
             unit="s",
         ),
         timeseries(
@@ -1113,16 +1117,8 @@ def pipeline() -> Board:
         timeseries(
             "Turns per conversation",
             "Median and 90th percentile of the turns of decided conversations.",
-            (
-                "histogram_quantile(0.5, sum by (le) "
-                f"(rate(sidecar_conversation_length_turns_bucket[{RATE}])))",
-                "p50",
-            ),
-            (
-                "histogram_quantile(0.9, sum by (le) "
-                f"(rate(sidecar_conversation_length_turns_bucket[{RATE}])))",
-                "p90",
-            ),
+            (quantile(0.5, "sidecar_conversation_length_turns_bucket"), "p50"),
+            (quantile(0.9, "sidecar_conversation_length_turns_bucket"), "p90"),
             unit="short",
         ),
         timeseries(
@@ -1149,11 +1145,7 @@ def pipeline() -> Board:
         timeseries(
             "Conversation verdict time after the decision",
             "From deciding a conversation to its verdict emitted (checks, judge, delivery); the idle timeout is not in it.",
-            (
-                "histogram_quantile(0.9, sum by (le) "
-                f"(rate(sidecar_conversation_verdict_seconds_bucket[{RATE}])))",
-                "p90",
-            ),
+            (quantile(0.9, "sidecar_conversation_verdict_seconds_bucket"), "p90"),
             unit="s",
         ),
         row("Kafka and sampling"),

@@ -1,4 +1,4 @@
-"""Build the judge service from settings and the environment."""
+"""Build the judge service (from settings and the environment) and the sampler from settings."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from sidecar.adapters.judge_backends import make_backend
 from sidecar.adapters.metrics import Metrics
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
+from sidecar.sample import Sampler
+from sidecar.settings import SamplingSettings
 
 
 def judge_configured(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> bool:
@@ -39,3 +41,16 @@ def build_judge(
     if not judge_configured(settings, environ):
         return None
     return JudgeService(make_backend(settings, environ), settings, metrics or Metrics())
+
+
+def build_sampler(
+    settings: SamplingSettings, *, judge_enabled: bool, judge_all: bool = False
+) -> Sampler:
+    """The sampler with the configured budgets and warm-up; ``judge_all`` ignores sampling."""
+    return Sampler(
+        judge_enabled=judge_enabled,
+        per_minute=settings.budget_per_minute,
+        per_day=settings.budget_per_day,
+        warmup_traces=settings.warmup_traces,
+        judge_all=judge_all,
+    )

@@ -1,7 +1,8 @@
-"""What the logs-input tests share: OTLP/JSON lines as binary requests, and ``sidecar replay``.
+"""What the file-input tests share: OTLP/JSON lines and binary requests, and ``sidecar replay``.
 
 Conversions are test side, independent of sidecar's code: the protobuf JSON
-mapping with ids turned from hex into base64, parsed by protobuf itself.
+mapping with ids turned between hex (OTLP/JSON) and base64 (protobuf JSON),
+parsed and printed by protobuf itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -42,6 +43,13 @@ def _to_proto(line: str, message: Message) -> bytes:
     document = json.loads(line)
     _map_ids(document, lambda v: base64.b64encode(bytes.fromhex(v)).decode("ascii"))
     return bytes(ParseDict(document, message).SerializeToString())
+
+
+def proto_to_otlp_json(payload: bytes) -> dict[str, Any]:
+    """OTLP/JSON of a binary traces request: the protobuf JSON mapping, but ids in hex."""
+    document = MessageToDict(ExportTraceServiceRequest.FromString(payload))
+    _map_ids(document, lambda v: base64.b64decode(v).hex())
+    return document
 
 
 def traces_proto(line: str) -> bytes:

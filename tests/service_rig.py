@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.app import Service
 from sidecar.offload import inline
+from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
 
@@ -141,16 +142,20 @@ def make_rig(
     topic: MemoryTopic | None = None,
     *,
     partitions: set[int] | None = None,
+    logs: MemoryTopic | None = None,
+    rubrics: Sequence[Rubric] = (RUBRIC,),
+    kafka: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> Rig:
+    """The service on ``topic`` (and the logs topic ``logs``), ``kafka`` over the rig's settings."""
     topic = topic or MemoryTopic(partitions=2)
     journal: list[str] = []
-    source = MemorySource(topic, partitions=partitions, journal=journal)
+    source = MemorySource(topic, logs=logs, partitions=partitions, journal=journal)
     sink = MemorySink(journal=journal)
     labels = MemoryLabels(journal=journal)
     clock = ManualClock()
     config = Settings(
-        kafka={"commit_interval_s": INTERVAL},
+        kafka={"commit_interval_s": INTERVAL, **(kafka or {})},
         assembler={"decision_wait_s": WAIT},
         metrics={"host": "127.0.0.1", "port": 0},
         otel={"enabled": False},
@@ -158,7 +163,7 @@ def make_rig(
     )
     service = Service(
         config,
-        [RUBRIC],
+        list(rubrics),
         metrics=Metrics(),
         spans=JournalSpans(journal),
         source=lambda: source,

@@ -23,9 +23,6 @@ drifted judge, correct_amount: tp 5, fp 5, tn 0; agreement 0.5;
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +41,6 @@ from sidecar.replay import ReplaySummary, collect_traces
 from sidecar.rubric import parse_rubric
 from tests.canary_fixtures import (
     ORDERS,
-    REPO,
     RUBRIC,
     Responder,
     judging,
@@ -52,6 +48,7 @@ from tests.canary_fixtures import (
     record_traces,
 )
 from tests.gemini_server import JudgeServer
+from tests.integration.harness import environ_without, run_python
 
 
 @pytest.fixture
@@ -338,31 +335,13 @@ def test_command_line_with_the_gemini_backend(
     rubric = _write(tmp_path / "rubric.yaml", RUBRIC.replace("MODEL", "gemini-2.5-flash"))
     # The default 60 requests a minute would space the ten calls a second apart.
     config = _write(tmp_path / "sidecar.yaml", "judge: {requests_per_minute: 6000}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "GOOGLE_"))}
+    env = environ_without("SIDECAR_", "GOOGLE_")
     env |= {"GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": canary_server.base_url}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sidecar.cli",
-            "canary",
-            "--rubric",
-            str(rubric),
-            "--traces",
-            str(traces),
-            "--labels",
-            str(label_file),
-            "--config",
-            str(config),
-            "--json",
-            "-",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_python(
+        *("-m", "sidecar.cli", "canary", "--rubric", str(rubric), "--traces", str(traces)),
+        *("--labels", str(label_file), "--config", str(config), "--json", "-"),
         env=env,
-        cwd=REPO,
         timeout=120,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)

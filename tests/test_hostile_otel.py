@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,8 +27,7 @@ from sidecar.adapters.otel import VerdictSpans, exporter_from_env, tracer_provid
 from sidecar.errors import ConfigError
 from sidecar.model import CaseOutcome
 from sidecar.verdict import Verdict
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.integration.harness import REPO, run_python
 
 
 @pytest.mark.parametrize(
@@ -190,18 +187,10 @@ def test_a_real_process_exporting_to_a_silent_collector_exits_in_bounded_time(
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent_collector}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
         "OTEL_EXPORTER_OTLP_TIMEOUT": "30",
-        "PYTHONPATH": REPO,
+        "PYTHONPATH": str(REPO),
     }
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", EXPORT_ONE, "1.0"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    done = run_python("-c", EXPORT_ONE, "1.0", env=env, timeout=60, check=True)
     elapsed = time.monotonic() - started
     flushed, stopped, waited = done.stdout.split()
     assert (flushed, stopped) == ("False", "False")

@@ -11,25 +11,29 @@ of sidecar's code.
 
 from __future__ import annotations
 
-import base64
 import json
-import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import MessageToDict, ParseDict
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from sidecar.cli import main
 from sidecar.commands.demo import demo_data
 from tests.agents.adk_traces import adk2_lines
 from tests.agents.genai_spans import GenAICase, make_cases
 from tests.agents.otlp import encode_request, split_requests
 from tests.agents.refund_shop import BY_NAME
+from tests.otlp_files import (
+    DEMO_RUBRICS,
+    length_prefixed,
+    line_trace_id,
+    proto_to_otlp_json,
+    records,
+    replay,
+    traces_proto,
+)
 
-DEMO_TRACES, DEMO_RUBRICS = demo_data()
+DEMO_TRACES = demo_data()[0]
 EXPECTED = json.loads((DEMO_TRACES.parent / "expected.json").read_text(encoding="utf-8"))
 
 # DESIGN 7: the keys of a verdict record.
@@ -50,58 +54,12 @@ RECORD_KEYS = {
     "checks",
     "criteria",
 }
-_ID_KEYS = {"traceId", "spanId", "parentSpanId"}
 
 
 pytestmark = pytest.mark.usefixtures("no_judge_credentials")
 
 
-def replay(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, list[str], str]:
-    """Run ``sidecar replay``; (exit code, stdout lines, stderr)."""
-    try:
-        code = main(["replay", *map(str, argv)])
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out.splitlines(), err
-
-
-def records(lines: Sequence[str]) -> list[dict[str, Any]]:
-    return sorted(
-        (json.loads(line) for line in lines), key=lambda r: (r["trace_id"], r["rubric_id"])
-    )
-
-
-# --- format conversions (test side, not sidecar's) --------------------------------------
-
-
-def _map_ids(node: object, convert: Callable[[str], str]) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_KEYS and isinstance(value, str) and value:
-                node[key] = convert(value)
-            else:
-                _map_ids(value, convert)
-    elif isinstance(node, list):
-        for item in node:
-            _map_ids(item, convert)
-
-
-def proto_to_otlp_json(payload: bytes) -> dict[str, Any]:
-    """OTLP/JSON of a binary request: the protobuf JSON mapping, but ids in hex."""
-    document = MessageToDict(ExportTraceServiceRequest.FromString(payload))
-    _map_ids(document, lambda v: base64.b64decode(v).hex())
-    return document
-
-
-def otlp_json_to_proto(line: str) -> bytes:
-    document = json.loads(line)
-    _map_ids(document, lambda v: base64.b64encode(bytes.fromhex(v)).decode("ascii"))
-    return bytes(ParseDict(document, ExportTraceServiceRequest()).SerializeToString())
-
-
-def length_prefixed(messages: Sequence[bytes]) -> bytes:
-    return b"".join(struct.pack(">I", len(m)) + m for m in messages)
+# --- format conversions (test side, not sidecar's; the rest are in tests/otlp_files.py) ---
 
 
 def json_lines(documents: Sequence[dict[str, Any]]) -> bytes:
@@ -110,14 +68,6 @@ def json_lines(documents: Sequence[dict[str, Any]]) -> bytes:
 
 def demo_lines() -> list[str]:
     return [line for line in DEMO_TRACES.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def line_trace_id(line: str) -> str:
-    for resource_spans in json.loads(line)["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                return str(span["traceId"]).lower()
-    raise AssertionError("line without spans")
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +133,7 @@ def test_live_adk2_traces_fail_the_checks_they_were_built_to_fail(
     if fmt == "json_lines":
         path.write_text("".join(line + "\n" for line in lines.values()), encoding="utf-8")
     else:
-        path.write_bytes(length_prefixed([otlp_json_to_proto(line) for line in lines.values()]))
+        path.write_bytes(length_prefixed([traces_proto(line) for line in lines.values()]))
     code, out, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS)
     assert code == 1, err
     assert f"{len(lines)} traces, {len(lines)} verdicts" in err
@@ -210,7 +160,7 @@ def test_live_adk2_traces_fail_the_checks_they_were_built_to_fail(
 def test_demo_traces_converted_to_protobuf_give_the_same_records(
     fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    messages = [otlp_json_to_proto(line) for line in demo_lines()]
+    messages = [traces_proto(line) for line in demo_lines()]
     _, json_records, _ = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS)
     if fmt == "proto_request":
         # One binary request per file, all files in one replay.

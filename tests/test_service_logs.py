@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.app import Service
-from sidecar.offload import inline
+from sidecar.adapters.memory import MemoryTopic
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
-from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, Rig, spans, started
+from tests.service_rig import INTERVAL, WAIT, Rig, spans, started
+from tests.service_rig import make_rig as service_rig
 
 ANSWER = "Your refund of 12.50 USD is on its way."
 RUBRIC = rubric(
@@ -50,33 +48,15 @@ def logs(n: int, *, with_trace: bool = True, answer: str = ANSWER) -> bytes:
 
 
 def make_rig(partitions: int = 2, **kafka: Any) -> tuple[Rig, MemoryTopic]:
-    topic = MemoryTopic(partitions=partitions)
     log_topic = MemoryTopic(partitions=partitions, name="otlp_logs")
-    journal: list[str] = []
-    source = MemorySource(topic, logs=log_topic, journal=journal)
-    sink = MemorySink(journal=journal)
-    labels = MemoryLabels(journal=journal)
-    clock = ManualClock()
-    config = Settings(
-        kafka={"commit_interval_s": INTERVAL, **kafka},
-        assembler={"decision_wait_s": WAIT},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
+    rig = service_rig(
+        MemoryTopic(partitions=partitions),
+        logs=log_topic,
+        rubrics=[RUBRIC],
+        kafka=kafka,
         review={"enabled": False},
     )
-    service = Service(
-        config,
-        [RUBRIC],
-        metrics=Metrics(),
-        spans=JournalSpans(journal),
-        source=lambda: source,
-        sink=lambda: sink,
-        labels=lambda: labels,
-        clock=clock,
-        sleep=clock.sleep,
-        offload=inline,
-    )
-    return Rig(service, topic, source, sink, labels, clock, journal), log_topic
+    return rig, log_topic
 
 
 def _checks(rig: Rig) -> dict[str, dict[str, str]]:

@@ -55,10 +55,9 @@ from sidecar.backfill import BackfillSummary, Window, backfill, window_times
 from sidecar.errors import DeliveryError, UsageError
 from sidecar.redact import Redaction
 from sidecar.rubric import load_rubrics
-from sidecar.sample import Sampler
 from sidecar.settings import Settings, load_settings
 from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge
+from sidecar.wiring import build_judge, build_sampler
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +185,8 @@ def handle(args: argparse.Namespace) -> int:
     _check_targets(settings, group, topic)
     metrics = Metrics(max_agents=settings.metrics.max_agents)
     judge = build_judge(settings.judge, metrics)
-    sampler = Sampler(
-        judge_enabled=judge is not None,
-        per_minute=settings.sampling.budget_per_minute,
-        per_day=settings.sampling.budget_per_day,
-        warmup_traces=settings.sampling.warmup_traces,
-        judge_all=args.judge_all,
+    sampler = build_sampler(
+        settings.sampling, judge_enabled=judge is not None, judge_all=args.judge_all
     )
     a = settings.assembler
     assembler = Assembler(

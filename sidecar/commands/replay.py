@@ -15,9 +15,8 @@ from typing import Any
 from sidecar.errors import ConfigError
 from sidecar.replay import ReplaySummary, collect_traces, stream_verdicts
 from sidecar.rubric import load_rubrics
-from sidecar.sample import Sampler
 from sidecar.settings import load_settings
-from sidecar.wiring import build_judge
+from sidecar.wiring import build_judge, build_sampler
 
 
 def register(sub: Any) -> None:
@@ -46,12 +45,8 @@ def handle(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file; give OTLP/JSON lines or OTLP protobuf files")
     judge = build_judge(settings.judge, None)
-    sampler = Sampler(
-        judge_enabled=judge is not None,
-        per_minute=settings.sampling.budget_per_minute,
-        per_day=settings.sampling.budget_per_day,
-        warmup_traces=settings.sampling.warmup_traces,
-        judge_all=args.judge_all,
+    sampler = build_sampler(
+        settings.sampling, judge_enabled=judge is not None, judge_all=args.judge_all
     )
     summary = ReplaySummary()
     traces = collect_traces(args.paths, summary)

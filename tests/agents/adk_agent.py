@@ -79,12 +79,11 @@ from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from pydantic import Field
 
 from sidecar.otlpjson import request_to_json_line
 
-from .genai_spans import DEMO_EPOCH_NS, Recorder, SeededIdGenerator, recorder
+from .genai_spans import DEMO_EPOCH_NS, PerRunIds, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line
 from .refund_shop import (
     BY_NAME,
@@ -202,22 +201,6 @@ def build_agent(scenario: Scenario) -> LlmAgent:
 
 
 # --- running and tracing ----------------------------------------------------------------------
-
-
-class PerRunIds(IdGenerator):
-    """The global provider's id generator: a fresh seeded generator for each run."""
-
-    def __init__(self) -> None:
-        self.current = SeededIdGenerator()
-
-    def generate_span_id(self) -> int:
-        return self.current.generate_span_id()
-
-    def generate_trace_id(self) -> int:
-        return self.current.generate_trace_id()
-
-    def is_trace_id_random(self) -> bool:
-        return True
 
 
 @dataclass

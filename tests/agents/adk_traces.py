@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,13 +31,12 @@ from sidecar.decode import decode
 from sidecar.decode_logs import decode_logs
 from sidecar.model import LogRecord, Span
 from tests.agents.refund_shop import SCENARIOS, SESSIONS
+from tests.agents.runner import REPO, run_agent
 
-REPO = Path(__file__).resolve().parents[2]
 ADK_PYTHON_ENV = "SIDECAR_ADK_PYTHON"
 DEFAULT_ADK_PYTHON = REPO / ".venv-adk" / "bin" / "python"
 ADK1_DATA = REPO / "tests" / "data" / "adk1"
 ALL = tuple(s.name for s in SCENARIOS)
-_RUN_TIMEOUT_S = 300
 
 
 def adk_python(environ: Mapping[str, str] = os.environ) -> Path:
@@ -103,28 +101,17 @@ def adk1_spans(name: str) -> list[Span]:
 @functools.cache
 def _run_adk2(names: tuple[str, ...], python: Path, capture: str) -> dict[str, AdkRun] | str:
     # A failure is cached as its message too: the run would only fail again.
-    setup = "run scripts/bootstrap adk, or set SIDECAR_ADK_PYTHON to its interpreter"
-    if not python.is_file():
-        return f"no ADK 2 environment: {python} does not exist; {setup}"
     with tempfile.TemporaryDirectory(prefix="sidecar-adk-") as tmp:
         logs_out = Path(tmp) / "logs.jsonl"
-        command = [str(python), "-m", "tests.agents.adk_agent", "--capture", capture]
-        try:
-            done = subprocess.run(
-                [*command, "--logs-out", str(logs_out), *names],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=_RUN_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"the ADK 2 agent ({python}) did not finish within {_RUN_TIMEOUT_S}s"
-        if done.returncode != 0:
-            return (
-                f"the ADK 2 agent ({' '.join(command)}) exited with "
-                f"{done.returncode}; {setup}. Its stderr ends:\n{done.stderr[-3000:]}"
-            )
+        done = run_agent(
+            "the ADK 2 agent",
+            "ADK 2 environment",
+            [str(python), "-m", "tests.agents.adk_agent", "--capture", capture],
+            "run scripts/bootstrap adk, or set SIDECAR_ADK_PYTHON to its interpreter",
+            extra=["--logs-out", str(logs_out), *names],
+        )
+        if isinstance(done, str):
+            return done
         log_lines = logs_out.read_text(encoding="utf-8").splitlines()
     lines = done.stdout.splitlines()
     if names[:1] == ("--sessions",):

@@ -54,6 +54,22 @@ class SeededIdGenerator(IdGenerator):
         return True
 
 
+class PerRunIds(IdGenerator):
+    """A tracer provider's id generator: set ``current`` to a fresh seeded one for each run."""
+
+    def __init__(self) -> None:
+        self.current = SeededIdGenerator()
+
+    def generate_span_id(self) -> int:
+        return self.current.generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        return self.current.generate_trace_id()
+
+    def is_trace_id_random(self) -> bool:
+        return True
+
+
 @dataclass
 class Recorder:
     """A tracer provider for one service that keeps its finished spans in memory."""

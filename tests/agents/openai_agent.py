@@ -64,7 +64,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from sidecar.otlpjson import request_to_dict
 
-from .genai_spans import SeededIdGenerator, make_resource
+from .genai_spans import PerRunIds, SeededIdGenerator, make_resource
 from .refund_shop import (
     INSTRUCTION,
     REFUND_OK,
@@ -269,7 +269,7 @@ def instrument(mode: str) -> None:
 
 
 def run_all(mode: str, scenarios: Sequence[Scenario], root: bool) -> list[dict[str, Any]]:
-    ids = _PerRunIds()
+    ids = PerRunIds()
     resource = make_resource(AGENT, "2.0.0")
     spans = InMemorySpanExporter()
     provider = TracerProvider(resource=resource, id_generator=ids)
@@ -309,17 +309,6 @@ def run_all(mode: str, scenarios: Sequence[Scenario], root: bool) -> list[dict[s
     provider.shutdown()
     logger_provider.shutdown()
     return out
-
-
-class _PerRunIds(SeededIdGenerator):
-    def __init__(self) -> None:
-        self.current = SeededIdGenerator()
-
-    def generate_span_id(self) -> int:
-        return self.current.generate_span_id()
-
-    def generate_trace_id(self) -> int:
-        return self.current.generate_trace_id()
 
 
 def _json(request: Any) -> str:

@@ -15,17 +15,16 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.agents.runner import REPO, run_agent
+
 OPENAI_PYTHON_ENV = "SIDECAR_OPENAI_PYTHON"
 DEFAULT_OPENAI_PYTHON = REPO / ".venv-openai" / "bin" / "python"
-_RUN_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -51,30 +50,19 @@ def openai_runs(mode: str, *, root: bool = True) -> dict[str, Run]:
 
 @functools.cache
 def _run(mode: str, root: bool, python: Path) -> dict[str, Run] | str:
-    setup = "run scripts/bootstrap openai, or set SIDECAR_OPENAI_PYTHON to its interpreter"
-    if not python.is_file():
-        return f"no OpenAI agent environment: {python} does not exist; {setup}"
     command = [str(python), "-m", "tests.agents.openai_agent", mode]
     if not root:
         command.append("--no-root")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENINFERENCE_"))}
-    try:
-        done = subprocess.run(
-            command,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=_RUN_TIMEOUT_S,
-            check=False,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        return f"the OpenAI agent ({python}) did not finish within {_RUN_TIMEOUT_S}s"
-    if done.returncode != 0:
-        return (
-            f"the OpenAI agent ({' '.join(command)}) exited with {done.returncode}; {setup}. "
-            f"Its stderr ends:\n{done.stderr[-3000:]}"
-        )
+    done = run_agent(
+        "the OpenAI agent",
+        "OpenAI agent environment",
+        command,
+        "run scripts/bootstrap openai, or set SIDECAR_OPENAI_PYTHON to its interpreter",
+        env=env,
+    )
+    if isinstance(done, str):
+        return done
     runs: dict[str, Run] = {}
     for line in done.stdout.splitlines():
         item = json.loads(line)

@@ -192,46 +192,53 @@ BY_NAME = {scenario.name: scenario for scenario in (*SCENARIOS, REFUND_FORBIDDEN
 
 # --- sessions: several turns (one run, one trace each) in one ADK session -------------------
 
+Turn = tuple[str, Sequence[tuple[str, dict[str, Any]]], str]  # (user input, calls, answer)
+
+
+def _session(name: str, session_id: str, *turns: Turn) -> tuple[Scenario, ...]:
+    """One session's runs: turn i is scenario ``{name}-{i}``, every one in ``session_id``."""
+    return tuple(
+        Scenario(
+            name=f"{name}-{index}",
+            user_input=user_input,
+            calls=calls,
+            answer=answer,
+            session_id=session_id,
+        )
+        for index, (user_input, calls, answer) in enumerate(turns, start=1)
+    )
+
+
 SESSIONS: dict[str, tuple[Scenario, ...]] = {
     # The refund in turn 2 is for the order looked up in turn 1; its amount comes from there.
-    "adk-session-blender": (
-        Scenario(
-            name="adk-session-blender-1",
-            user_input="Where is my order A1001?",
-            calls=[("lookup_order", {"order_id": "A1001"})],
-            answer="Order A1001, a blender for $129.99, was delivered on 2025-05-28.",
-            session_id="session-0101",
+    "adk-session-blender": _session(
+        "adk-session-blender",
+        "session-0101",
+        (
+            "Where is my order A1001?",
+            [("lookup_order", {"order_id": "A1001"})],
+            "Order A1001, a blender for $129.99, was delivered on 2025-05-28.",
         ),
-        Scenario(
-            name="adk-session-blender-2",
-            user_input="It arrived broken. Please refund it.",
-            calls=[("issue_refund", {"order_id": "A1001", "amount": 129.99})],
-            answer="I've refunded $129.99 for order A1001 (refund RF-A1001).",
-            session_id="session-0101",
+        (
+            "It arrived broken. Please refund it.",
+            [("issue_refund", {"order_id": "A1001", "amount": 129.99})],
+            "I've refunded $129.99 for order A1001 (refund RF-A1001).",
         ),
-        Scenario(
-            name="adk-session-blender-3",
-            user_input="Thanks, that's all.",
-            calls=[],
-            answer="You're welcome. Have a nice day!",
-            session_id="session-0101",
-        ),
+        ("Thanks, that's all.", [], "You're welcome. Have a nice day!"),
     ),
     # Turn 2 states an amount no tool returned in any turn.
-    "adk-session-lamp": (
-        Scenario(
-            name="adk-session-lamp-1",
-            user_input="What did I pay for order A1003?",
-            calls=[("lookup_order", {"order_id": "A1003"})],
-            answer="You paid $45.25 for the desk lamp in order A1003.",
-            session_id="session-0102",
+    "adk-session-lamp": _session(
+        "adk-session-lamp",
+        "session-0102",
+        (
+            "What did I pay for order A1003?",
+            [("lookup_order", {"order_id": "A1003"})],
+            "You paid $45.25 for the desk lamp in order A1003.",
         ),
-        Scenario(
-            name="adk-session-lamp-2",
-            user_input="It flickers. Refund it, please.",
-            calls=[("issue_refund", {"order_id": "A1003", "amount": 45.25})],
-            answer="Done: I've refunded $54.25 for order A1003.",
-            session_id="session-0102",
+        (
+            "It flickers. Refund it, please.",
+            [("issue_refund", {"order_id": "A1003", "amount": 45.25})],
+            "Done: I've refunded $54.25 for order A1003.",
         ),
     ),
 }

@@ -1,4 +1,9 @@
-"""Real services for integration tests: Kafka helpers, an OTLP gRPC receiver, a sidecar process."""
+"""Real services for integration tests: Kafka helpers, an OTLP gRPC receiver, a sidecar process.
+
+Also what runs a real process from the repository root (``run_python``, with an
+environment from ``environ_without``), which unit tests that start
+``python -m sidecar ...`` use too.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,42 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 REPO = Path(__file__).resolve().parents[2]
+
+# A rubric with one check every well-formed trace passes (no error spans).
+SHOP_RUBRIC = """
+id: shop
+version: "1"
+checks:
+  - {name: clean, type: no_error_spans}
+"""
+
+
+def environ_without(*prefixes: str) -> dict[str, str]:
+    """This process's environment without the variables whose names start with ``prefixes``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+def run_python(
+    *args: str, env: Mapping[str, str], timeout: float | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` (this interpreter) from the repository root; its output as text."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=REPO,
+        timeout=timeout,
+        check=check,
+    )
+
+
+def write_rubric(workdir: Path, name: str, text: str) -> Path:
+    """The folder ``workdir/rubrics`` with rubric file ``{name}.yaml`` holding ``text``."""
+    folder = workdir / "rubrics"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.yaml").write_text(text)
+    return folder
 
 
 def free_port() -> int:
@@ -218,11 +259,7 @@ class SidecarProcess:
                 config[key] = value
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("SIDECAR_", "OTEL_", "GOOGLE_", "GEMINI_"))
-        }
+        self.env = environ_without("SIDECAR_", "OTEL_", "GOOGLE_", "GEMINI_")
         if otlp_port is not None:
             self.env.update(
                 OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp_port}",
@@ -295,3 +332,17 @@ class SidecarProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+
+
+def sidecar_on(
+    prefix: str, workdir: Path, *, bootstrap: str, rubrics_dir: Path, **options: Any
+) -> SidecarProcess:
+    """A sidecar reading ``{prefix}.spans`` (see ``spans_topic``) in group ``{prefix}.g``."""
+    return SidecarProcess(
+        workdir,
+        bootstrap=bootstrap,
+        topic=f"{prefix}.spans",
+        group=f"{prefix}.g",
+        rubrics_dir=rubrics_dir,
+        **options,
+    )

@@ -11,9 +11,6 @@ the backfill's own group holds where it ended.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,11 +31,12 @@ from sidecar.sample import Sampler
 from sidecar.settings import KafkaSettings
 from sidecar.verdict import Verdict
 from tests.integration.harness import (
-    REPO,
     committed_offsets,
     consume_all,
     create_topics,
     end_offsets,
+    environ_without,
+    run_python,
     verdicts_from,
 )
 from tests.integration.scenario import Feed, make_feed, write_rubrics
@@ -193,31 +191,13 @@ async def test_the_command_with_from_and_to(
     since = (first + timedelta(minutes=10)).isoformat()
     # Naive: UTC. Trace 29 at minute 29 is in; trace 30 at minute 30 is not.
     until = (first + timedelta(minutes=29, seconds=30)).replace(tzinfo=None).isoformat()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "GOOGLE_", "GEMINI_"))
-    }
     started = time.monotonic()
     done = await asyncio.to_thread(
-        subprocess.run,
-        [
-            sys.executable,
-            "-m",
-            "sidecar",
-            "backfill",
-            "--config",
-            str(config),
-            "--from",
-            since,
-            "--to",
-            until,
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
+        run_python,
+        *("-m", "sidecar", "backfill", "--config", str(config)),
+        *("--from", since, "--to", until, "--quiet"),
+        env=environ_without("SIDECAR_", "GOOGLE_", "GEMINI_"),
         timeout=120,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 120

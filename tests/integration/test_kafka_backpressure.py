@@ -10,12 +10,13 @@ import pytest
 
 from tests.gemini_server import JudgeServer, Reply, status
 from tests.integration.harness import (
-    SidecarProcess,
     consume_all,
     produce,
+    sidecar_on,
     spans_topic,
     verdicts_from,
     wait_for,
+    write_rubric,
 )
 from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
@@ -25,10 +26,8 @@ pytestmark = [pytest.mark.kafka]
 async def test_judge_outage_pauses_partitions_and_loses_no_sample(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
-    rubrics = tmp_path / "rubrics"
-    rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(
-        JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
+    rubrics = write_rubric(
+        tmp_path, "refund", JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
     )
     topic = await spans_topic(kafka_bootstrap, topic_prefix)
     feed = make_feed(40, seed=23, max_parts=1)
@@ -41,11 +40,10 @@ async def test_judge_outage_pauses_partitions_and_loses_no_sample(
 
     server = JudgeServer(responder=respond).start()
     try:
-        with SidecarProcess(
+        with sidecar_on(
+            topic_prefix,
             tmp_path,
             bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=f"{topic_prefix}.g",
             rubrics_dir=rubrics,
             env={"GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url},
             extra={

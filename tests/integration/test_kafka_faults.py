@@ -27,24 +27,21 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from tests.builders import trace_id
 from tests.integration.harness import (
+    SHOP_RUBRIC,
     SidecarProcess,
     committed_offsets,
     consume_all,
     produce,
+    sidecar_on,
     verdicts_from,
     wait_for,
+    write_rubric,
 )
 from tests.otlp_records import SpanSpec, span_tree
 
 pytestmark = [pytest.mark.kafka]
 
-RUBRIC = """
-id: shop
-version: "1"
-checks:
-  - {name: clean, type: no_error_spans}
-  - {name: fast, type: max_latency_ms, limit: 30000}
-"""
+RUBRIC = SHOP_RUBRIC + "  - {name: fast, type: max_latency_ms, limit: 30000}\n"
 
 
 def record(n: int, *spans: SpanSpec) -> tuple[bytes, bytes]:
@@ -88,10 +85,7 @@ async def set_topic_config(bootstrap: str, topic: str, configs: dict[str, str]) 
 
 
 def rubrics(tmp_path: Path) -> Path:
-    directory = tmp_path / "rubrics"
-    directory.mkdir(exist_ok=True)
-    (directory / "shop.yaml").write_text(RUBRIC)
-    return directory
+    return write_rubric(tmp_path, "shop", RUBRIC)
 
 
 async def test_the_verdict_producer_recovers_once_the_topic_is_writable_again(
@@ -100,11 +94,10 @@ async def test_the_verdict_producer_recovers_once_the_topic_is_writable_again(
     # A verdict record is several hundred bytes: every batch is refused as too large.
     topic = await topics(kafka_bootstrap, topic_prefix, verdict_config={"max.message.bytes": "200"})
     await produce(kafka_bootstrap, topic, [record(n, ROOT) for n in (1, 2, 3)])
-    with SidecarProcess(
+    with sidecar_on(
+        topic_prefix,
         tmp_path,
         bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=f"{topic_prefix}.g",
         rubrics_dir=rubrics(tmp_path),
         extra={"review": {"enabled": False}},
     ) as sidecar:
@@ -152,11 +145,10 @@ async def test_many_traces_due_at_once_keep_the_bound_and_the_endpoints(
     # SIDECAR_FAULT_TRACES=50000 reproduces the issue's scale (minutes on a small machine).
     traces, bound, max_age = int(os.environ.get("SIDECAR_FAULT_TRACES", "5000")), 100, 8.0
     topic = await topics(kafka_bootstrap, topic_prefix)
-    with SidecarProcess(
+    with sidecar_on(
+        topic_prefix,
         tmp_path,
         bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=f"{topic_prefix}.g",
         rubrics_dir=rubrics(tmp_path),
         extra={
             "review": {"enabled": False},

@@ -16,6 +16,7 @@ from tests.integration.harness import (
     consume_all,
     end_offsets,
     produce,
+    sidecar_on,
     spans_topic,
     verdicts_from,
     wait_for,
@@ -37,11 +38,10 @@ def sidecar_for(
     """A sidecar on this test's topic and group; ``name`` keeps replicas' files apart."""
 
     def make(name: str = "sidecar", otlp_port: int | None = None) -> SidecarProcess:
-        return SidecarProcess(
+        return sidecar_on(
+            topic_prefix,
             tmp_path,
             bootstrap=kafka_bootstrap,
-            topic=f"{topic_prefix}.spans",
-            group=f"{topic_prefix}.g",
             rubrics_dir=rubrics_dir,
             otlp_port=otlp_port,
             name=name,

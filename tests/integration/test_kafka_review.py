@@ -9,11 +9,12 @@ import pytest
 
 from tests.gemini_server import JudgeServer
 from tests.integration.harness import (
-    SidecarProcess,
     consume_all,
     produce,
+    sidecar_on,
     spans_topic,
     wait_for,
+    write_rubric,
 )
 from tests.integration.scenario import JUDGE_RUBRIC, answer_like_a_judge, make_feed
 
@@ -23,10 +24,8 @@ pytestmark = [pytest.mark.kafka]
 async def test_reviewed_cases_go_out_and_labels_change_agreement(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
-    rubrics = tmp_path / "rubrics"
-    rubrics.mkdir()
-    (rubrics / "refund.yaml").write_text(
-        JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
+    rubrics = write_rubric(
+        tmp_path, "refund", JUDGE_RUBRIC.replace("judge_ratio: 0.5", "judge_ratio: 1.0")
     )
     review_topic, labels_topic = f"{topic_prefix}.review", f"{topic_prefix}.labels"
     topic = await spans_topic(kafka_bootstrap, topic_prefix, review_topic, labels_topic)
@@ -34,11 +33,10 @@ async def test_reviewed_cases_go_out_and_labels_change_agreement(
     refund = [c for c in feed.cases if c.kind.startswith("refund")]
     server = JudgeServer(responder=answer_like_a_judge).start()
     try:
-        with SidecarProcess(
+        with sidecar_on(
+            topic_prefix,
             tmp_path,
             bootstrap=kafka_bootstrap,
-            topic=topic,
-            group=f"{topic_prefix}.g",
             rubrics_dir=rubrics,
             env={"GOOGLE_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": server.base_url},
             extra={

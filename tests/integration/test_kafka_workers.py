@@ -22,23 +22,18 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from tests.builders import trace_id
 from tests.integration.harness import (
-    SidecarProcess,
+    SHOP_RUBRIC,
     consume_all,
     create_topics,
     produce,
+    sidecar_on,
     verdicts_from,
     wait_for,
+    write_rubric,
 )
 from tests.otlp_records import span_tree
 
 pytestmark = [pytest.mark.kafka]
-
-RUBRIC = """
-id: shop
-version: "1"
-checks:
-  - {name: clean, type: no_error_spans}
-"""
 
 
 def records(numbers: range) -> list[tuple[bytes, bytes]]:
@@ -83,16 +78,12 @@ async def test_two_workers_share_the_group_and_one_endpoint(
     topic = f"{topic_prefix}.spans"
     await create_topics(kafka_bootstrap, [topic], partitions=4)
     await create_topics(kafka_bootstrap, [f"{topic}.verdicts", f"{topic}.dlq"], partitions=2)
-    rubrics = tmp_path / "rubrics"
-    rubrics.mkdir()
-    (rubrics / "shop.yaml").write_text(RUBRIC)
     group = f"{topic_prefix}.g"
-    sidecar = SidecarProcess(
+    sidecar = sidecar_on(
+        topic_prefix,
         tmp_path,
         bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=group,
-        rubrics_dir=rubrics,
+        rubrics_dir=write_rubric(tmp_path, "shop", SHOP_RUBRIC),
         extra={"workers": 2, "review": {"enabled": False}},
     )
     with sidecar:
@@ -132,15 +123,11 @@ async def test_workers_stop_when_the_supervisor_is_killed(
 ) -> None:
     topic = f"{topic_prefix}.spans"
     await create_topics(kafka_bootstrap, [topic, f"{topic}.verdicts", f"{topic}.dlq"])
-    rubrics = tmp_path / "rubrics"
-    rubrics.mkdir()
-    (rubrics / "shop.yaml").write_text(RUBRIC)
-    with SidecarProcess(
+    with sidecar_on(
+        topic_prefix,
         tmp_path,
         bootstrap=kafka_bootstrap,
-        topic=topic,
-        group=f"{topic_prefix}.g",
-        rubrics_dir=rubrics,
+        rubrics_dir=write_rubric(tmp_path, "shop", SHOP_RUBRIC),
         extra={"workers": 2},
     ) as sidecar:
         assert sidecar.proc is not None
