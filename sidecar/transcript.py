@@ -235,21 +235,25 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
 
 
 def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
-    deep = [key for key, value in attributes.items() if _too_deep(value)]
-    if not deep:
+    deep: list[str] | None = None
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            # Most strings hold too few brackets to nest past the bound: counted in C.
+            if value.count("[") + value.count("{") <= MAX_NESTING:
+                continue
+            if _JSON_START.match(value) is None or not json_too_deep(value):
+                continue
+        elif not isinstance(value, dict | list) or value_depth(value) <= MAX_NESTING:
+            continue
+        if deep is None:
+            deep = []
+        deep.append(key)
+    if deep is None:
         return attributes, 0
     return {**attributes, **dict.fromkeys(deep)}, len(deep)
 
 
 _JSON_START = re.compile(r"\s*[\[{]")
-
-
-def _too_deep(value: AttrValue) -> bool:
-    if isinstance(value, str):
-        return _JSON_START.match(value) is not None and json_too_deep(value)
-    if isinstance(value, dict | list):
-        return value_depth(value) > MAX_NESTING
-    return False
 
 
 def _root_arrived(root: _Step) -> bool:
@@ -307,7 +311,10 @@ def _flags(
         Flag.IMPOSSIBLE_TIMING: impossible_timing,
         Flag.UNREADABLE_VALUES: unreadable > 0,
     }
-    return tuple(flag for flag in Flag if raised[flag])
+    return tuple(flag for flag in _FLAGS if raised[flag])
+
+
+_FLAGS = tuple(Flag)
 
 
 # --- structure -------------------------------------------------------------------------
