@@ -219,9 +219,14 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
     """
     readable: list[Span] = []
     unreadable = 0
+    # The spans of one record share their resource mapping: measured once.
+    resources: dict[int, tuple[Attributes, int]] = {}
     for span in spans:
         attributes, cut = _bounded(span.attributes)
-        resource, resource_cut = _bounded(span.resource)
+        seen = resources.get(id(span.resource))
+        if seen is None:
+            seen = resources[id(span.resource)] = _bounded(span.resource)
+        resource, resource_cut = seen
         events: list[SpanEvent] = []
         for event in span.events:
             kept, event_cut = _bounded(event.attributes)
@@ -239,7 +244,7 @@ def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
     for key, value in attributes.items():
         if isinstance(value, str):
             # Most strings hold too few brackets to nest past the bound: counted in C.
-            if value.count("[") + value.count("{") <= MAX_NESTING:
+            if len(value) <= MAX_NESTING or value.count("[") + value.count("{") <= MAX_NESTING:
                 continue
             if _JSON_START.match(value) is None or not json_too_deep(value):
                 continue
