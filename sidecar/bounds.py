@@ -70,22 +70,26 @@ def value_depth(value: object, limit: int = MAX_NESTING) -> int:
     """Nesting depth of lists and dicts in ``value`` (a scalar is 0), counted up to ``limit + 1``.
 
     Iterative, so a value of any depth is measured without recursion; the
-    count stops once it is past ``limit``.
+    count stops once it is past ``limit``. Level by level: each pass holds
+    the children of the containers of the level above.
     """
     deepest = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: list[object] = list(item.values())
-        elif isinstance(item, list | tuple):
-            children = list(item)
-        else:
-            continue
-        depth += 1
-        if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                return deepest
-        stack.extend((child, depth) for child in children)
+    level: list[object] = [value]
+    while level:
+        below: list[object] = []
+        nested = False
+        for item in level:
+            if isinstance(item, dict):
+                below.extend(item.values())
+            elif isinstance(item, list | tuple):
+                below.extend(item)
+            else:
+                continue
+            nested = True
+        if not nested:
+            break
+        deepest += 1
+        if deepest > limit:
+            break
+        level = below
     return deepest

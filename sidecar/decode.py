@@ -85,38 +85,54 @@ def decode_proto(payload: bytes) -> list[Span]:
 
 
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
+    # The hot loop of the service: locals and inlined checks, one Span per span and
+    # nothing else built (the slow paths raise through _pb_id with the same reasons).
     spans: list[Span] = []
+    append = spans.append
+    kinds, statuses = _KIND_OF, _STATUS_OF
     for resource_spans in request.resource_spans:
         resource_cut = _Cut()
         resource = _pb_attributes(resource_spans.resource.attributes, resource_cut)
+        resource_unreadable = resource_cut.count
         for scope_spans in resource_spans.scope_spans:
             scope_name = scope_spans.scope.name
             for s in scope_spans.spans:
-                trace_id = _pb_id(s.trace_id, 16, "trace_id")
-                span_id = _pb_id(s.span_id, 8, "span_id")
-                parent = s.parent_span_id.hex() if s.parent_span_id else None
-                if parent is not None and (len(parent) != 16 or parent == _ZERO_SPAN):
+                raw = s.trace_id
+                trace_id = raw.hex()
+                if len(raw) != 16 or trace_id == _ZERO_TRACE:
+                    _pb_id(raw, 16, "trace_id")
+                raw = s.span_id
+                span_id = raw.hex()
+                if len(raw) != 8 or span_id == _ZERO_SPAN:
+                    _pb_id(raw, 8, "span_id")
+                raw = s.parent_span_id
+                parent = raw.hex() if len(raw) == 8 else None
+                if parent == _ZERO_SPAN:
                     parent = None
-                cut = _Cut(resource_cut.count)
-                spans.append(
+                cut = _Cut(resource_unreadable)
+                status = s.status
+                events = s.events
+                append(
                     Span(
-                        trace_id=trace_id,
-                        span_id=span_id,
-                        parent_span_id=parent,
-                        name=s.name,
-                        kind=_kind(s.kind),
-                        start_time_unix_nano=s.start_time_unix_nano,
-                        end_time_unix_nano=s.end_time_unix_nano,
-                        attributes=_pb_attributes(s.attributes, cut),
-                        resource=resource,
-                        scope_name=scope_name,
-                        status_code=_status(s.status.code),
-                        status_message=s.status.message,
-                        events=tuple(
+                        trace_id,
+                        span_id,
+                        parent,
+                        s.name,
+                        kinds.get(s.kind, SpanKind.UNSPECIFIED),
+                        s.start_time_unix_nano,
+                        s.end_time_unix_nano,
+                        _pb_attributes(s.attributes, cut),
+                        resource,
+                        scope_name,
+                        statuses.get(status.code, StatusCode.UNSET),
+                        status.message,
+                        tuple(
                             SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes, cut))
-                            for e in s.events
-                        ),
-                        unreadable=cut.count,
+                            for e in events
+                        )
+                        if events
+                        else (),
+                        cut.count,
                     )
                 )
     if not spans:
@@ -149,12 +165,23 @@ class _TooDeep(Exception):
 def _pb_attributes(items: Sequence[KeyValue], cut: _Cut) -> dict[str, AttrValue]:
     attributes: dict[str, AttrValue] = {}
     for kv in items:
-        try:
-            attributes[kv.key] = _pb_value(kv.value, 0)
-        except _TooDeep:
-            attributes[kv.key] = None
-            cut.count += 1
+        value = kv.value
+        kind = value.WhichOneof("value")
+        # Scalars inline (most values are strings); nested values through _pb_value.
+        if kind == "string_value":
+            attributes[kv.key] = value.string_value
+        elif kind in _SCALARS:
+            attributes[kv.key] = getattr(value, kind)
+        else:
+            try:
+                attributes[kv.key] = _pb_value(value, 0)
+            except _TooDeep:
+                attributes[kv.key] = None
+                cut.count += 1
     return attributes
+
+
+_SCALARS = frozenset({"bool_value", "int_value", "double_value", "bytes_value"})
 
 
 def _pb_value(value: AnyValue, depth: int) -> AttrValue:

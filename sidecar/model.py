@@ -176,6 +176,10 @@ class ContentField(enum.StrEnum):
     TOOL_CALL_RESULTS = "tool_call_results"
 
 
+# Iterating an enum class builds its members anew each time; hot paths use this tuple.
+_CONTENT_FIELDS = tuple(ContentField)
+
+
 class Captured(enum.StrEnum):
     CAPTURED = "captured"
     NOT_CAPTURED = "not_captured"
@@ -213,7 +217,7 @@ class Capture:
 
     @property
     def missing(self) -> tuple[ContentField, ...]:
-        return tuple(f for f in ContentField if self.state(f) is Captured.NOT_CAPTURED)
+        return tuple(f for f in _CONTENT_FIELDS if self.state(f) is Captured.NOT_CAPTURED)
 
     def reason(self, *fields: ContentField) -> str:
         """``tool call results not captured; set ...``: the ERROR detail for ``fields``."""

@@ -219,9 +219,14 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
     """
     readable: list[Span] = []
     unreadable = 0
+    # The spans of one record share their resource mapping: measured once.
+    resources: dict[int, tuple[Attributes, int]] = {}
     for span in spans:
         attributes, cut = _bounded(span.attributes)
-        resource, resource_cut = _bounded(span.resource)
+        seen = resources.get(id(span.resource))
+        if seen is None:
+            seen = resources[id(span.resource)] = _bounded(span.resource)
+        resource, resource_cut = seen
         events: list[SpanEvent] = []
         for event in span.events:
             kept, event_cut = _bounded(event.attributes)
@@ -235,21 +240,25 @@ def _readable(spans: Iterable[Span]) -> tuple[list[Span], int]:
 
 
 def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
-    deep = [key for key, value in attributes.items() if _too_deep(value)]
-    if not deep:
+    deep: list[str] | None = None
+    for key, value in attributes.items():
+        if isinstance(value, str):
+            # Most strings hold too few brackets to nest past the bound: counted in C.
+            if len(value) <= MAX_NESTING or value.count("[") + value.count("{") <= MAX_NESTING:
+                continue
+            if _JSON_START.match(value) is None or not json_too_deep(value):
+                continue
+        elif not isinstance(value, dict | list) or value_depth(value) <= MAX_NESTING:
+            continue
+        if deep is None:
+            deep = []
+        deep.append(key)
+    if deep is None:
         return attributes, 0
     return {**attributes, **dict.fromkeys(deep)}, len(deep)
 
 
 _JSON_START = re.compile(r"\s*[\[{]")
-
-
-def _too_deep(value: AttrValue) -> bool:
-    if isinstance(value, str):
-        return _JSON_START.match(value) is not None and json_too_deep(value)
-    if isinstance(value, dict | list):
-        return value_depth(value) > MAX_NESTING
-    return False
 
 
 def _root_arrived(root: _Step) -> bool:
@@ -307,7 +316,10 @@ def _flags(
         Flag.IMPOSSIBLE_TIMING: impossible_timing,
         Flag.UNREADABLE_VALUES: unreadable > 0,
     }
-    return tuple(flag for flag in Flag if raised.get(flag))
+    return tuple(flag for flag in _FLAGS if raised.get(flag))
+
+
+_FLAGS = tuple(Flag)
 
 
 # --- structure -------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import bisect
 import decimal
+import functools
 import json
 import re
 import unicodedata
@@ -189,7 +190,13 @@ class _Claim:
 def _readings(match: re.Match[str]) -> tuple[tuple[Decimal, ...], ...]:
     """Every reading of the number in ``match`` (alternatives of _NUMBER)."""
     form = _form(match)
-    text = match.group(form)
+    return _readings_of(form, match.group(form))
+
+
+# The same few numbers recur in every answer and tool result; their readings are
+# immutable, so each (form, text) is read once. Bounded: past it, least recent first.
+@functools.lru_cache(maxsize=4096)
+def _readings_of(form: str, text: str) -> tuple[tuple[Decimal, ...], ...]:
     candidates: list[tuple[str, ...]]
     match form:
         case "us":
@@ -221,7 +228,8 @@ _FORMS = ("us", "eu", "spaced", "swiss", "comma", "plain")
 
 
 def _form(match: re.Match[str]) -> str:
-    return next(name for name in _FORMS if match.group(name) is not None)
+    groups = match.group(*_FORMS)
+    return next(name for name, group in zip(_FORMS, groups, strict=True) if group is not None)
 
 
 def _scale(match: re.Match[str]) -> int | None:
@@ -258,15 +266,17 @@ def _claims(answer: str) -> list[_Claim]:
 
 def _add_text_numbers(text: str, found: set[Decimal]) -> None:
     text = _fold(text)
-    for run in _DIGIT_RUN.findall(text):
+    # Each distinct run once: a set keeps one of equal numbers anyway.
+    for run in set(_DIGIT_RUN.findall(text)):
         if (value := _number(run)) is not None:
             found.add(value)
     for match in _EVIDENCE_FORM.finditer(text):
-        for reading in _readings(match):
+        readings = _readings(match)
+        for reading in readings:
             found.update(reading)
         scale = _scale(match)
         if scale is not None:
-            for reading in _readings(match):
+            for reading in readings:
                 if len(reading) == 1:
                     found.add(_shifted(reading[0], scale))
 

@@ -29,7 +29,7 @@ _ADK_PLACEHOLDERS = frozenset({"<not specified>", "<not serializable>", "N/A"})
 
 def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     attrs = span.attributes
-    ours = span.scope_name == _ADK_SCOPE or any(key in attrs for key in _ADK_KEYS)
+    ours = span.scope_name == _ADK_SCOPE or not attrs.keys().isdisjoint(_ADK_KEYS)
     if not ours:
         return None
     if span.name == "invocation":

@@ -69,7 +69,10 @@ class MessageMemo:
                 break
         # Text nested too deeply is left to parse_messages, which reads it as missing.
         # A known head was measured when it was read; only the new items are, inside "[".
-        if json_too_deep(text[start:], MAX_NESTING - 1):
+        # Counting brackets in place first spares copying the text (json_too_deep counts too).
+        if text.count("[", start) + text.count("{", start) > MAX_NESTING - 1 and json_too_deep(
+            text[start:], MAX_NESTING - 1
+        ):
             return None
         items = _array_items(text, start, first=start == 1)
         if items is None:

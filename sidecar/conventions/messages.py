@@ -186,6 +186,9 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
     if not isinstance(part, dict):
         return None
     kind = part.get("type")
+    if kind == "text" and len(part) == 2 and "content" in part:
+        # The GenAI text part {type, content}, the commonest of all: what the last branch gives.
+        return text_of(part["content"])
     if kind in _SKIPPED_PART_TYPES or part.get("thought") is True:
         return None
     if kind in ("tool_call", "function_call", "tool_use"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from sidecar.conventions.attributes import (
     indexed,
     json_text,
@@ -19,11 +21,14 @@ from sidecar.model import Attributes, AttrValue, Span, ToolCall
 
 OPENLLMETRY = "openllmetry"
 
+# Flattened legacy message keys, ``gen_ai.prompt.0.content`` (tested key by key in C).
+_LEGACY_KEY = operator.methodcaller("startswith", ("gen_ai.prompt.", "gen_ai.completion."))
+
 
 def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     attrs = span.attributes
     kind = str_attr(attrs, "traceloop.span.kind")
-    legacy = any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for key in attrs)
+    legacy = any(map(_LEGACY_KEY, attrs))
     if kind is None and not legacy and "llm.request.type" not in attrs:
         return None
     if legacy or "llm.request.type" in attrs:
