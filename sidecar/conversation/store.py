@@ -29,10 +29,12 @@ decision. Decided conversations are remembered in two tiers:
   the conversation ``partial`` + ``earlier_turns_missing``, for this and every
   later revision.
 
-A turn that opens a new conversation while its own input history shows
-earlier user turns (``TurnRecord.earlier_user_messages``) flags it
-``partial`` + ``earlier_turns_unseen``: never judged from part of its turns
-without saying so.
+A new conversation (no earlier turns known) whose earliest turn held at the
+decision shows earlier user turns in its own input history
+(``TurnRecord.earlier_user_messages``) is flagged ``partial`` +
+``earlier_turns_unseen``: never judged from part of its turns without saying
+so. It is decided then, not when a turn arrives: turns of one conversation
+travel on different partitions, and turn 2 may arrive before turn 1.
 
 Every held turn keeps its (partition, offset): :meth:`held_offsets` is what
 the commit rule needs. Nothing here does I/O; time comes in as ``now``.
@@ -146,6 +148,9 @@ class _Open:
     revision: int
     turns: dict[str, HeldTurn]
     flags: tuple[Flag, ...] = ()
+    # Opened with no earlier turns known (not a re-opening): trace id -> the user
+    # messages its input history holds before its own (TurnRecord.earlier_user_messages).
+    history: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,8 +295,10 @@ class ConversationStore:
                 self.stats.reopened += 1
                 conversation.revision = known.revision + 1
                 conversation.flags = _with_partial(known.flags, Flag.EARLIER_TURNS_MISSING)
-            elif record.earlier_user_messages > 0:
-                conversation.flags = _with_partial((), Flag.EARLIER_TURNS_UNSEEN)
+            else:
+                # Whether turns came before the first one held is known only at the
+                # decision: turns of one conversation may arrive out of order.
+                conversation.history = {}
             if Flag.PARTIAL in conversation.flags:
                 self.stats.partial += 1
             self._open[key] = conversation
@@ -299,6 +306,8 @@ class ConversationStore:
             self.stats.duplicates += 1
             return []
         self.stats.turns += 1
+        if conversation.history is not None:
+            conversation.history[record.trace_id] = record.earlier_user_messages
         conversation.turns[record.trace_id] = HeldTurn(
             record.transcript(), record.start_unix_nano, ref, ref
         )
@@ -349,6 +358,14 @@ class ConversationStore:
                 p, o = turn.ref.partition, turn.ref.offset
                 first[p] = min(o, first.get(p, o))
         held = tuple(sorted(conversation.turns.values(), key=lambda t: t.order))
+        if (
+            conversation.history is not None
+            and held
+            and conversation.history.get(held[0].transcript.trace_id, 0) > 0
+        ):
+            # The earliest turn held shows user messages before it that no turn held has.
+            conversation.flags = _with_partial(conversation.flags, Flag.EARLIER_TURNS_UNSEEN)
+            self.stats.partial += 1
         self._remember(
             key,
             _Remembered(conversation.partition, conversation.revision, held, conversation.flags),
