@@ -16,18 +16,10 @@ from pathlib import Path
 from sidecar.decode import decode
 from tests.agents.adk_traces import adk2_session_lines
 from tests.builders import rubric_yaml
+from tests.conversation_builders import refund_checks
 
 SESSIONS = ("adk-session-blender", "adk-session-lamp")
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-    {"name": "few_turns", "type": "max_turns", "limit": 5},
-]
+CHECKS = refund_checks({"name": "few_turns", "type": "max_turns", "limit": 5})
 
 
 def write_rubrics(folder: Path) -> Path:
