@@ -17,7 +17,7 @@ from sidecar.model import Trace
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from sidecar.transcript import build_transcript
-from tests.builders import ToolSpec, genai_trace, rubric, trace_id
+from tests.builders import ToolSpec, genai_trace, rubric, rubric_yaml, trace_id
 from tests.service_rig import ManualClock, quiesce
 
 SECOND = 1_000_000_000
@@ -98,6 +98,17 @@ def turn_record(
     """The turn record the trace stage writes for ``turn_trace(n, ...)``."""
     trace = turn_trace(n, conversation, user_input, tool_calls, answer, at_s=at_s)
     return TurnRecord.of(build_transcript(trace), trace, conversation, rubrics)
+
+
+def refund_conversation_yaml(idle_timeout_s: float, checks: Sequence[Mapping[str, Any]]) -> str:
+    """The rubric file of ``refund-conversation`` (version 1, ``scope: conversation``)."""
+    return rubric_yaml(
+        id="refund-conversation",
+        version="1",
+        scope="conversation",
+        conversation={"idle_timeout_s": idle_timeout_s},
+        checks=list(checks),
+    )
 
 
 def refund_conversation(

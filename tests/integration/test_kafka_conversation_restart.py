@@ -20,8 +20,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sidecar.model import Trace
-from tests.builders import rubric_yaml
-from tests.conversation_builders import refund_checks, refund_conversation
+from tests.conversation_builders import refund_checks, refund_conversation, refund_conversation_yaml
 from tests.integration.harness import (
     SidecarProcess,
     committed_offsets,
@@ -45,15 +44,7 @@ def sidecar_for(
 ) -> Callable[..., SidecarProcess]:
     folder = tmp_path / "rubrics"
     folder.mkdir()
-    (folder / "conversation.yaml").write_text(
-        rubric_yaml(
-            id="refund-conversation",
-            version="1",
-            scope="conversation",
-            conversation={"idle_timeout_s": IDLE_S},
-            checks=CHECKS,
-        )
-    )
+    (folder / "conversation.yaml").write_text(refund_conversation_yaml(IDLE_S, CHECKS))
 
     def make(name: str) -> SidecarProcess:
         return SidecarProcess(
