@@ -24,10 +24,11 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
@@ -36,6 +37,9 @@ from sidecar.errors import DecodeError
 from sidecar.model import AttrValue, Span, SpanEvent, SpanKind, StatusCode
 
 Encoding = Literal["otlp_proto", "otlp_json", "auto"]
+
+_T = TypeVar("_T")
+_M = TypeVar("_M", bound=Message)
 
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
@@ -50,14 +54,28 @@ def decode(payload: bytes, encoding: Encoding = "auto") -> list[Span]:
 
     Raises :class:`DecodeError` and nothing else for any payload.
     """
+    return _decode_with(payload, encoding, decode_json, decode_proto)
+
+
+def _decode_with(
+    payload: bytes,
+    encoding: Encoding,
+    read_json: Callable[[bytes], list[_T]],
+    read_proto: Callable[[bytes], list[_T]],
+) -> list[_T]:
+    """One record by ``encoding`` (``auto``: a payload starting with ``{`` is OTLP/JSON).
+
+    The checks every signal shares: empty, and what the readers may raise past
+    their own checks (memory, recursion) turned into :class:`DecodeError`.
+    """
     if not payload:
         raise DecodeError("empty", "record is empty")
     if encoding == "auto":
         encoding = "otlp_json" if payload.lstrip()[:1] == b"{" else "otlp_proto"
     try:
         if encoding == "otlp_json":
-            return decode_json(payload)
-        return decode_proto(payload)
+            return read_json(payload)
+        return read_proto(payload)
     except MemoryError as exc:
         raise DecodeError("too_large", "record too large to decode in memory") from exc
     except RecursionError as exc:
@@ -71,17 +89,22 @@ def decode(payload: bytes, encoding: Encoding = "auto") -> list[Span]:
 
 
 def decode_proto(payload: bytes) -> list[Span]:
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(payload)
-    except ProtobufDecodeError as exc:
-        raise DecodeError(
-            "bad_protobuf", f"not an OTLP protobuf ExportTraceServiceRequest: {exc}"
-        ) from exc
+    request = _parse_proto(ExportTraceServiceRequest(), payload)
     try:
         return spans_from_request(request)
     except _MALFORMED as exc:
         raise DecodeError("bad_protobuf", f"malformed OTLP: {type(exc).__name__}: {exc}") from exc
+
+
+def _parse_proto(request: _M, payload: bytes) -> _M:
+    """``request`` read from ``payload``; ``bad_protobuf`` when it is not one."""
+    try:
+        request.ParseFromString(payload)
+    except ProtobufDecodeError as exc:
+        raise DecodeError(
+            "bad_protobuf", f"not an OTLP protobuf {request.DESCRIPTOR.name}: {exc}"
+        ) from exc
+    return request
 
 
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
@@ -212,6 +235,17 @@ def _pb_value(value: AnyValue, depth: int) -> AttrValue:
 
 
 def decode_json(payload: bytes | str | Mapping[str, Any]) -> list[Span]:
+    document = _json_request(payload, "resourceSpans", "ExportTraceServiceRequest")
+    spans = _json_read(_json_spans, document)
+    if not spans:
+        raise DecodeError("no_spans", "request holds no spans")
+    return spans
+
+
+def _json_request(
+    payload: bytes | str | Mapping[str, Any], key: str, request: str
+) -> Mapping[str, Any]:
+    """The OTLP/JSON ``request`` document in ``payload``: a JSON object holding ``key``."""
     if isinstance(payload, Mapping):
         document: object = payload
     else:
@@ -223,21 +257,23 @@ def decode_json(payload: bytes | str | Mapping[str, Any]) -> list[Span]:
         except ValueError as exc:
             # Python's int-string conversion limit (sys.set_int_max_str_digits).
             raise DecodeError("bad_number", f"number out of range: {exc}") from exc
-    if not isinstance(document, dict) or "resourceSpans" not in document:
-        raise DecodeError(
-            "bad_json", "JSON has no resourceSpans; expected an OTLP/JSON ExportTraceServiceRequest"
-        )
+    if not isinstance(document, dict) or key not in document:
+        raise DecodeError("bad_json", f"JSON has no {key}; expected an OTLP/JSON {request}")
+    return document
+
+
+def _json_read(
+    read: Callable[[Mapping[str, Any]], Iterator[_T]], document: Mapping[str, Any]
+) -> list[_T]:
+    """Everything ``read`` yields from ``document``; what hostile input raises is a DecodeError."""
     try:
-        spans = list(_json_spans(document))
+        return list(read(document))
     except DecodeError:
         raise
     except (ArithmeticError, RecursionError) as exc:
         raise DecodeError("bad_number", f"number out of range: {type(exc).__name__}") from exc
     except _MALFORMED as exc:
         raise DecodeError("bad_json", f"malformed OTLP/JSON: {type(exc).__name__}: {exc}") from exc
-    if not spans:
-        raise DecodeError("no_spans", "request holds no spans")
-    return spans
 
 
 def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:

@@ -21,12 +21,10 @@ to ``sidecar replay``): by content, a JSON document's ``resourceSpans`` or
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -34,11 +32,15 @@ from sidecar.decode import (
     _MALFORMED,
     Encoding,
     _Cut,
+    _decode_with,
     _json_attributes,
     _json_id,
+    _json_read,
+    _json_request,
     _json_uint64,
     _json_value,
     _list,
+    _parse_proto,
     _pb_attributes,
     _pb_value,
     _TooDeep,
@@ -57,21 +59,7 @@ def decode_logs(payload: bytes, encoding: Encoding = "auto") -> list[LogRecord]:
 
     Raises :class:`DecodeError` and nothing else for any payload.
     """
-    if not payload:
-        raise DecodeError("empty", "record is empty")
-    if encoding == "auto":
-        encoding = "otlp_json" if payload.lstrip()[:1] == b"{" else "otlp_proto"
-    try:
-        if encoding == "otlp_json":
-            return decode_logs_json(payload)
-        return decode_logs_proto(payload)
-    except MemoryError as exc:
-        raise DecodeError("too_large", "record too large to decode in memory") from exc
-    except RecursionError as exc:
-        raise DecodeError(
-            "bad_json" if encoding == "otlp_json" else "bad_protobuf",
-            "record nested too deeply to decode",
-        ) from exc
+    return _decode_with(payload, encoding, decode_logs_json, decode_logs_proto)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +98,7 @@ def decode_signal(payload: bytes, encoding: Encoding = "auto") -> Decoded:
 
 
 def decode_logs_proto(payload: bytes) -> list[LogRecord]:
-    request = ExportLogsServiceRequest()
-    try:
-        request.ParseFromString(payload)
-    except ProtobufDecodeError as exc:
-        raise DecodeError(
-            "bad_protobuf", f"not an OTLP protobuf ExportLogsServiceRequest: {exc}"
-        ) from exc
+    request = _parse_proto(ExportLogsServiceRequest(), payload)
     try:
         records = list(_pb_records(request))
     except _MALFORMED as exc:
@@ -168,27 +150,8 @@ def _pb_body(value: AnyValue, cut: _Cut) -> AttrValue:
 
 
 def decode_logs_json(payload: bytes | str | Mapping[str, Any]) -> list[LogRecord]:
-    if isinstance(payload, Mapping):
-        document: object = payload
-    else:
-        try:
-            document = json.loads(payload)
-        except (json.JSONDecodeError, UnicodeError, RecursionError) as exc:
-            raise DecodeError("bad_json", f"not JSON: {type(exc).__name__}: {exc}") from exc
-        except ValueError as exc:
-            raise DecodeError("bad_number", f"number out of range: {exc}") from exc
-    if not isinstance(document, dict) or "resourceLogs" not in document:
-        raise DecodeError(
-            "bad_json", "JSON has no resourceLogs; expected an OTLP/JSON ExportLogsServiceRequest"
-        )
-    try:
-        records = list(_json_records(document))
-    except DecodeError:
-        raise
-    except (ArithmeticError, RecursionError) as exc:
-        raise DecodeError("bad_number", f"number out of range: {type(exc).__name__}") from exc
-    except _MALFORMED as exc:
-        raise DecodeError("bad_json", f"malformed OTLP/JSON: {type(exc).__name__}: {exc}") from exc
+    document = _json_request(payload, "resourceLogs", "ExportLogsServiceRequest")
+    records = _json_read(_json_records, document)
     if not records:
         raise DecodeError("no_logs", "request holds no log records")
     return records

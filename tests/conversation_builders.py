@@ -1,4 +1,9 @@
-"""Builders for conversation tests: turns as traces, turn records, conversation rubrics."""
+"""Builders for conversation tests: turns as traces, turn records, conversation rubrics.
+
+Also what the service-level conversation tests share: the refund conversation
+(a lookup turn, then a refund turn), its checks, the settings the in-memory
+rigs run with, and one round of both stages.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,34 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sidecar.app import Service
 from sidecar.conversation.turns import TurnRecord
 from sidecar.model import Trace
 from sidecar.rubric import Rubric
+from sidecar.settings import Settings
 from sidecar.transcript import build_transcript
-from tests.builders import ToolSpec, genai_trace, rubric, trace_id
+from tests.builders import ToolSpec, genai_trace, rubric, rubric_yaml, trace_id
+from tests.service_rig import ManualClock, quiesce
 
 SECOND = 1_000_000_000
 CONVERSATION_KEY = "gen_ai.conversation.id"
+
+LOOKUP: ToolSpec = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
+REFUND: ToolSpec = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
+
+
+def refund_checks(*more: dict[str, Any]) -> list[dict[str, Any]]:
+    """``lookup_then_refund`` (in order) and ``amount_grounded``, then ``more``."""
+    return [
+        {
+            "name": "lookup_then_refund",
+            "type": "required_tool_calls",
+            "order": "in_order",
+            "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
+        },
+        {"name": "amount_grounded", "type": "grounded_numbers"},
+        *more,
+    ]
 
 
 def conversation_rubric(**fields: Any) -> Rubric:
@@ -73,3 +98,58 @@ def turn_record(
     """The turn record the trace stage writes for ``turn_trace(n, ...)``."""
     trace = turn_trace(n, conversation, user_input, tool_calls, answer, at_s=at_s)
     return TurnRecord.of(build_transcript(trace), trace, conversation, rubrics)
+
+
+def refund_conversation_yaml(idle_timeout_s: float, checks: Sequence[Mapping[str, Any]]) -> str:
+    """The rubric file of ``refund-conversation`` (version 1, ``scope: conversation``)."""
+    return rubric_yaml(
+        id="refund-conversation",
+        version="1",
+        scope="conversation",
+        conversation={"idle_timeout_s": idle_timeout_s},
+        checks=list(checks),
+    )
+
+
+def refund_conversation(
+    cid: str, base: int, *, gap_s: float, refund_text: str = "Refund it"
+) -> list[Trace]:
+    """Two turns of ``cid``: a lookup (trace ``base + 1``), then ``gap_s`` later a refund."""
+    return [
+        turn_trace(base + 1, cid, "Where is order A17?", [LOOKUP], "It cost $40.", at_s=0),
+        turn_trace(base + 2, cid, refund_text, [REFUND], "Refunded $40.", at_s=gap_s),
+    ]
+
+
+def rig_settings(**conversations: Any) -> Settings:
+    """The settings the in-memory conversation rigs run with: no HTTP, no OTel export."""
+    return Settings(
+        kafka={"commit_interval_s": 0.1},
+        assembler={"decision_wait_s": 1.0},
+        metrics={"host": "127.0.0.1", "port": 0},
+        otel={"enabled": False},
+        review={"enabled": False},
+        conversations=conversations,
+    )
+
+
+async def both_stages_round(service: Service, clock: ManualClock, advance: float = 0.0) -> None:
+    """Advance the clock, then step the trace stage and the conversation stage once each."""
+    clock.advance(advance)
+    await quiesce()
+    await service.step()
+    await quiesce()
+    stage = service.conversations
+    assert stage is not None
+    await stage.step()
+    await quiesce()
+
+
+def metric_total(service: Service, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels``."""
+    return sum(
+        s.value
+        for f in service.metrics.registry.collect()
+        for s in f.samples
+        if s.name == name and labels.items() <= s.labels.items()
+    )

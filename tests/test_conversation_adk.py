@@ -16,31 +16,15 @@ from pathlib import Path
 from sidecar.decode import decode
 from tests.agents.adk_traces import adk2_session_lines
 from tests.builders import rubric_yaml
+from tests.conversation_builders import refund_checks, refund_conversation_yaml
 
 SESSIONS = ("adk-session-blender", "adk-session-lamp")
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-    {"name": "few_turns", "type": "max_turns", "limit": 5},
-]
+CHECKS = refund_checks({"name": "few_turns", "type": "max_turns", "limit": 5})
 
 
 def write_rubrics(folder: Path) -> Path:
     folder.mkdir()
-    (folder / "conversation.yaml").write_text(
-        rubric_yaml(
-            id="refund-conversation",
-            version="1",
-            scope="conversation",
-            conversation={"idle_timeout_s": 300},
-            checks=CHECKS,
-        )
-    )
+    (folder / "conversation.yaml").write_text(refund_conversation_yaml(300, CHECKS))
     (folder / "trace.yaml").write_text(rubric_yaml(id="refund-trace", version="1", checks=CHECKS))
     return folder
 

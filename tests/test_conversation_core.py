@@ -26,25 +26,22 @@ from sidecar.rubric import ConversationSpec, Scope
 from sidecar.sample import Sampler
 from sidecar.transcript import build_transcript
 from tests.builders import rubric, rubric_yaml, transcript
-from tests.conversation_builders import conversation_rubric, turn_record, turn_trace
+from tests.conversation_builders import (
+    LOOKUP,
+    REFUND,
+    conversation_rubric,
+    refund_checks,
+    turn_record,
+    turn_trace,
+)
 
 PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
 
-LOOKUP = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
-REFUND = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
-
-REFUND_CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
+REFUND_CHECKS = refund_checks(
     {"name": "allowed", "type": "tool_allowlist", "tools": ["lookup_order", "issue_refund"]},
     {"name": "polite", "type": "answer_regex", "must_match": "(?i)anything else"},
     {"name": "short", "type": "max_turns", "limit": 3},
-]
+)
 
 
 def refund_turns() -> list[TurnRecord]:

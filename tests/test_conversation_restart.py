@@ -31,26 +31,21 @@ from sidecar.conversation.state import StateEntry, fold, parse_state, state_key
 from sidecar.conversation.turns import TurnRecord, earlier_user_messages
 from sidecar.model import Trace
 from sidecar.offload import inline
-from sidecar.settings import Settings
 from sidecar.transcript import build_transcript
-from tests.conversation_builders import conversation_rubric, turn_trace
+from tests.conversation_builders import (
+    both_stages_round,
+    conversation_rubric,
+    metric_total,
+    refund_checks,
+    refund_conversation,
+    rig_settings,
+)
 from tests.otlp_records import record
-from tests.service_rig import ManualClock, quiesce
+from tests.service_rig import ManualClock
 
 IDLE = 60.0
 GROUP = "sidecar.conversations"
-LOOKUP = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
-REFUND = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-    {"name": "short", "type": "max_turns", "limit": 5},
-]
+CHECKS = refund_checks({"name": "short", "type": "max_turns", "limit": 5})
 
 
 @dataclass
@@ -81,14 +76,7 @@ class Replica:
         self.broker.spans.append(0, record(trace.spans), trace.trace_id.encode())
 
     async def round(self, advance: float = 0.0) -> None:
-        self.clock.advance(advance)
-        await quiesce()
-        await self.service.step()
-        await quiesce()
-        stage = self.service.conversations
-        assert stage is not None
-        await stage.step()
-        await quiesce()
+        await both_stages_round(self.service, self.clock, advance)
 
     async def turn(self, trace: Trace) -> None:
         """Feed one turn and run until its conversation is decided and committed."""
@@ -100,12 +88,7 @@ class Replica:
         await self.round(1.0)  # committed
 
     def metric(self, name: str, **labels: str) -> float:
-        return sum(
-            s.value
-            for f in self.service.metrics.registry.collect()
-            for s in f.samples
-            if s.name == name and labels.items() <= s.labels.items()
-        )
+        return metric_total(self.service, name, **labels)
 
 
 def replica(
@@ -117,14 +100,7 @@ def replica(
     **conversations: Any,
 ) -> Replica:
     clock = ManualClock()
-    config = Settings(
-        kafka={"commit_interval_s": 0.1},
-        assembler={"decision_wait_s": 1.0},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
-        review={"enabled": False},
-        conversations=conversations,
-    )
+    config = rig_settings(**conversations)
     spans_source = MemorySource(broker.spans, partitions=spans_partitions)
     turn_source = MemorySource(broker.turns, partitions=turn_partitions, journal=broker.journal)
     topic = broker.state if state is True else (None if state is False else state)
@@ -147,10 +123,19 @@ def replica(
 
 
 def refund(cid: str, base: int) -> list[Trace]:
-    return [
-        turn_trace(base + 1, cid, "Where is order A17?", [LOOKUP], "It cost $40.", at_s=0),
-        turn_trace(base + 2, cid, "Refund it", [REFUND], "Refunded $40.", at_s=600),
-    ]
+    return refund_conversation(cid, base, gap_s=600)
+
+
+async def first_turn_decided_then_stopped(broker: Broker) -> list[Trace]:
+    """Conversation "a": a replica decides and commits its first turn, then stops."""
+    a = refund("a", 0)
+    first = replica(broker)
+    await first.service.start()
+    try:
+        await first.turn(a[0])
+    finally:
+        await first.service.close()
+    return a
 
 
 def with_history(trace: Trace, *earlier: str) -> Trace:
@@ -252,13 +237,7 @@ async def test_a_conversation_forgotten_from_memory_is_read_back_from_eval_turns
 
 async def test_earlier_turns_gone_from_eval_turns_flag_the_next_revision_partial() -> None:
     broker = Broker()
-    a = refund("a", 0)
-    first = replica(broker)
-    await first.service.start()
-    try:
-        await first.turn(a[0])
-    finally:
-        await first.service.close()
+    a = await first_turn_decided_then_stopped(broker)
     [partition] = [p for p in broker.turns.partitions if broker.turns.highwater(p)]
     broker.turns.delete_before(partition, broker.turns.highwater(partition))  # retention
     second = replica(broker)
@@ -281,13 +260,7 @@ async def test_earlier_turns_gone_from_eval_turns_flag_the_next_revision_partial
 
 async def test_state_lost_a_late_turn_whose_history_shows_earlier_turns_is_flagged() -> None:
     broker = Broker()
-    a = refund("a", 0)
-    first = replica(broker)
-    await first.service.start()
-    try:
-        await first.turn(a[0])
-    finally:
-        await first.service.close()
+    a = await first_turn_decided_then_stopped(broker)
     late_turn = with_history(a[1], "Where is order A17?")
     second = replica(broker, state=MemoryTopic(2, name="eval_conversations"))  # state lost
     await second.service.start()

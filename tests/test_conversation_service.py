@@ -23,25 +23,21 @@ from sidecar.app import Service
 from sidecar.model import Trace
 from sidecar.offload import inline
 from sidecar.rubric import Rubric
-from sidecar.settings import Settings
 from tests.builders import rubric
-from tests.conversation_builders import conversation_rubric, turn_trace
+from tests.conversation_builders import (
+    both_stages_round,
+    conversation_rubric,
+    metric_total,
+    refund_checks,
+    refund_conversation,
+    rig_settings,
+    turn_trace,
+)
 from tests.otlp_records import record
-from tests.service_rig import ManualClock, quiesce
+from tests.service_rig import ManualClock
 
 IDLE = 60.0
-LOOKUP = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
-REFUND = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-    {"name": "short", "type": "max_turns", "limit": 5},
-]
+CHECKS = refund_checks({"name": "short", "type": "max_turns", "limit": 5})
 
 
 @dataclass
@@ -59,26 +55,14 @@ class ConvRig:
         self.fed.append(trace)
 
     async def round(self, advance: float = 0.0) -> None:
-        self.clock.advance(advance)
-        await quiesce()
-        await self.service.step()
-        await quiesce()
-        stage = self.service.conversations
-        assert stage is not None
-        await stage.step()
-        await quiesce()
+        await both_stages_round(self.service, self.clock, advance)
 
     def verdicts(self, scope: str = "conversation") -> list[dict[str, Any]]:
         found = [json.loads(payload) for _, payload in self.sink.verdicts]
         return [v for v in found if v.get("scope", "trace") == scope]
 
     def metric(self, name: str, **labels: str) -> float:
-        return sum(
-            s.value
-            for f in self.service.metrics.registry.collect()
-            for s in f.samples
-            if s.name == name and labels.items() <= s.labels.items()
-        )
+        return metric_total(self.service, name, **labels)
 
 
 def make(
@@ -96,14 +80,7 @@ def make(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    config = Settings(
-        kafka={"commit_interval_s": 0.1},
-        assembler={"decision_wait_s": 1.0},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
-        review={"enabled": False},
-        conversations=conversations,
-    )
+    config = rig_settings(**conversations)
     service = Service(
         config,
         rubrics
@@ -124,16 +101,9 @@ def make(
     return ConvRig(service, spans, turns, sink, clock, exporter)
 
 
-def refund_conversation(cid: str, base: int) -> list[Trace]:
-    return [
-        turn_trace(base + 1, cid, "Where is order A17?", [LOOKUP], "It cost $40.", at_s=0),
-        turn_trace(base + 2, cid, "Refund it", [REFUND], "Refunded $40.", at_s=20),
-    ]
-
-
 async def test_interleaved_conversations_on_two_partitions_get_one_verdict_each() -> None:
     rig = make()
-    a, b = refund_conversation("a", 0), refund_conversation("b", 10)
+    a, b = refund_conversation("a", 0, gap_s=20), refund_conversation("b", 10, gap_s=20)
     await rig.service.start()
     try:
         # Turns of one conversation on different spans partitions, the two interleaved.
@@ -191,7 +161,7 @@ async def test_eval_turns_offsets_stay_held_until_the_conversation_is_emitted() 
     rig = make()
     await rig.service.start()
     try:
-        rig.feed(refund_conversation("a", 0)[0], 0)
+        rig.feed(refund_conversation("a", 0, gap_s=20)[0], 0)
         await rig.round()
         await rig.round(2.0)
         await rig.round(1.0)
@@ -213,7 +183,7 @@ async def test_eval_turns_offsets_stay_held_until_the_conversation_is_emitted() 
 async def test_a_restart_rebuilds_open_conversations_from_the_topic() -> None:
     spans, turns = MemoryTopic(partitions=2), MemoryTopic(partitions=2)
     first = make(spans, turns)
-    a = refund_conversation("a", 0)
+    a = refund_conversation("a", 0, gap_s=20)
     await first.service.start()
     try:
         first.feed(a[0], 0)
@@ -246,7 +216,7 @@ async def test_a_restart_rebuilds_open_conversations_from_the_topic() -> None:
 
 async def test_a_late_turn_reopens_the_conversation_as_revision_two() -> None:
     rig = make()
-    a = refund_conversation("a", 0)
+    a = refund_conversation("a", 0, gap_s=20)
     await rig.service.start()
     try:
         rig.feed(a[0], 0)

@@ -20,8 +20,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from sidecar.model import Trace
-from tests.builders import rubric_yaml
-from tests.conversation_builders import turn_trace
+from tests.conversation_builders import refund_checks, refund_conversation, refund_conversation_yaml
 from tests.integration.harness import (
     SidecarProcess,
     committed_offsets,
@@ -36,17 +35,7 @@ from tests.otlp_records import record
 pytestmark = [pytest.mark.kafka]
 
 IDLE_S = 2.0
-LOOKUP = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
-REFUND = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-]
+CHECKS = refund_checks()
 
 
 @pytest.fixture
@@ -55,15 +44,7 @@ def sidecar_for(
 ) -> Callable[..., SidecarProcess]:
     folder = tmp_path / "rubrics"
     folder.mkdir()
-    (folder / "conversation.yaml").write_text(
-        rubric_yaml(
-            id="refund-conversation",
-            version="1",
-            scope="conversation",
-            conversation={"idle_timeout_s": IDLE_S},
-            checks=CHECKS,
-        )
-    )
+    (folder / "conversation.yaml").write_text(refund_conversation_yaml(IDLE_S, CHECKS))
 
     def make(name: str) -> SidecarProcess:
         return SidecarProcess(
@@ -103,10 +84,7 @@ async def topics(bootstrap: str, prefix: str) -> str:
 
 
 def refund(cid: str, base: int) -> list[Trace]:
-    return [
-        turn_trace(base + 1, cid, "Where is order A17?", [LOOKUP], "It cost $40.", at_s=0),
-        turn_trace(base + 2, cid, "Refund it please", [REFUND], "Refunded $40.", at_s=600),
-    ]
+    return refund_conversation(cid, base, gap_s=600, refund_text="Refund it please")
 
 
 async def send(bootstrap: str, topic: str, traces: list[Trace]) -> None:

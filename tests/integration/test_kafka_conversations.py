@@ -21,7 +21,13 @@ import pytest
 from sidecar.model import Trace
 from tests.agents.adk_traces import adk2_session_lines
 from tests.builders import rubric_yaml
-from tests.conversation_builders import turn_trace
+from tests.conversation_builders import (
+    LOOKUP,
+    REFUND,
+    refund_checks,
+    refund_conversation_yaml,
+    turn_trace,
+)
 from tests.integration.harness import (
     SidecarProcess,
     committed_offsets,
@@ -37,33 +43,14 @@ from tests.otlp_records import record
 pytestmark = [pytest.mark.kafka]
 
 IDLE_S = 3.0
-LOOKUP = ("lookup_order", {"order_id": "A17"}, '{"order_id": "A17", "total": 40.00}')
-REFUND = ("issue_refund", {"order_id": "A17"}, '{"status": "ok"}')
-CHECKS = [
-    {
-        "name": "lookup_then_refund",
-        "type": "required_tool_calls",
-        "order": "in_order",
-        "calls": [{"name": "lookup_order"}, {"name": "issue_refund"}],
-    },
-    {"name": "amount_grounded", "type": "grounded_numbers"},
-    {"name": "few_turns", "type": "max_turns", "limit": 10},
-]
+CHECKS = refund_checks({"name": "few_turns", "type": "max_turns", "limit": 10})
 
 
 @pytest.fixture
 def rubrics_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "rubrics"
     folder.mkdir()
-    (folder / "conversation.yaml").write_text(
-        rubric_yaml(
-            id="refund-conversation",
-            version="1",
-            scope="conversation",
-            conversation={"idle_timeout_s": IDLE_S},
-            checks=CHECKS,
-        )
-    )
+    (folder / "conversation.yaml").write_text(refund_conversation_yaml(IDLE_S, CHECKS))
     (folder / "trace.yaml").write_text(
         rubric_yaml(
             id="per-trace", version="1", checks=[{"name": "clean", "type": "no_error_spans"}]
