@@ -102,9 +102,9 @@ from sidecar.pipeline import Case, Fault, RunChecks, case_flags, is_fragment, ju
 from sidecar.records import parse_label
 from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
 from sidecar.settings import Settings
 from sidecar.verdict import Verdict
+from sidecar.wiring import build_sampler
 
 log = logging.getLogger(__name__)
 
@@ -169,13 +169,7 @@ class Service:
             max_spans_per_trace=a.max_spans_per_trace,
             decided_memory=a.decided_memory,
         )
-        s = settings.sampling
-        self.sampler = Sampler(
-            judge_enabled=judge is not None,
-            per_minute=s.budget_per_minute,
-            per_day=s.budget_per_day,
-            warmup_traces=s.warmup_traces,
-        )
+        self.sampler = build_sampler(settings.sampling, judge_enabled=judge is not None)
         self.offsets = OffsetTracker()
         self.log_offsets = OffsetTracker()
         self.handover = Handover(keep_s=a.max_trace_age_s)
