@@ -21,7 +21,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, MemoryTopic
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Service
+from sidecar.app import Decoder, Service
+from sidecar.decode import decode
+from sidecar.judge import Judge
 from sidecar.offload import inline
 from sidecar.rubric import Rubric
 from sidecar.settings import Settings
@@ -145,9 +147,16 @@ def make_rig(
     logs: MemoryTopic | None = None,
     rubrics: Sequence[Rubric] = (RUBRIC,),
     kafka: Mapping[str, Any] | None = None,
+    assembler: Mapping[str, Any] | None = None,
+    judge: Judge | None = None,
+    decoder: Decoder = decode,
     **settings: Any,
 ) -> Rig:
-    """The service on ``topic`` (and the logs topic ``logs``), ``kafka`` over the rig's settings."""
+    """The service on ``topic`` (and the logs topic ``logs``), stepped by hand.
+
+    ``kafka`` and ``assembler`` go over the rig's settings of those sections;
+    ``judge`` and ``decoder`` are the service's seams of those names.
+    """
     topic = topic or MemoryTopic(partitions=2)
     journal: list[str] = []
     source = MemorySource(topic, logs=logs, partitions=partitions, journal=journal)
@@ -156,7 +165,7 @@ def make_rig(
     clock = ManualClock()
     config = Settings(
         kafka={"commit_interval_s": INTERVAL, **(kafka or {})},
-        assembler={"decision_wait_s": WAIT},
+        assembler={"decision_wait_s": WAIT, **(assembler or {})},
         metrics={"host": "127.0.0.1", "port": 0},
         otel={"enabled": False},
         **settings,
@@ -169,6 +178,8 @@ def make_rig(
         source=lambda: source,
         sink=lambda: sink,
         labels=lambda: labels,
+        judge=judge,
+        decoder=decoder,
         clock=clock,
         sleep=clock.sleep,
         offload=inline,

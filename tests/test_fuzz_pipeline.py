@@ -15,19 +15,15 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.adapters.memory import MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.app import Service
+from sidecar.adapters.memory import MemoryTopic
 from sidecar.decode import decode
 from sidecar.errors import DecodeError
-from sidecar.offload import inline
 from sidecar.records import VerdictRecord
 from sidecar.rubric import Rubric
-from sidecar.settings import Settings
 from tests.fuzz_shapes import CONVENTION_SHAPES, otlp_json_records, spans_of
 from tests.fuzz_strategies import FUZZ, embeddable
 from tests.otlp_records import record
-from tests.service_rig import JournalSpans, ManualClock, quiesce
+from tests.service_rig import make_rig, quiesce
 
 RUBRIC = Rubric.model_validate(
     {
@@ -62,26 +58,14 @@ async def test_every_record_ends_as_a_verdict_or_a_counted_rejection(batch: list
     topic = MemoryTopic(partitions=1)
     for payload in batch:
         topic.append(0, payload)
-    sink = MemorySink()
-    clock = ManualClock()
-    settings = Settings(
+    rig = make_rig(
+        topic,
+        rubrics=[RUBRIC],
         kafka={"commit_interval_s": 0.5},
         assembler={"decision_wait_s": 1.0, "max_trace_age_s": 10.0},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
         review={"enabled": False},
     )
-    service = Service(
-        settings,
-        [RUBRIC],
-        metrics=Metrics(),
-        spans=JournalSpans([]),
-        source=lambda: MemorySource(topic),
-        sink=lambda: sink,
-        clock=clock,
-        sleep=clock.sleep,
-        offload=inline,
-    )
+    service, sink, clock = rig.service, rig.sink, rig.clock
     await service.start()
     try:
         for advance in (0.0, 11.0, 1.0):

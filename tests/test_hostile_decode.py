@@ -17,19 +17,23 @@ from typing import Any
 
 import pytest
 
-from sidecar.adapters.memory import MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.memory import MemoryTopic
 from sidecar.app import Service
 from sidecar.bounds import MAX_NESTING
 from sidecar.cli import main
 from sidecar.decode import Encoding, decode
 from sidecar.errors import DecodeError
 from sidecar.model import Span
-from sidecar.offload import inline
 from sidecar.rubric import Rubric
-from sidecar.settings import Settings
 from tests.fuzz_shapes import proto_record
-from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, quiesce, spans
+from tests.service_rig import (
+    INTERVAL,
+    WAIT,
+    Rig,
+    make_rig,
+    quiesce,
+    spans,
+)
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"
@@ -161,30 +165,8 @@ RUBRIC = Rubric.model_validate(
 )
 
 
-def service(topic: MemoryTopic, sink: MemorySink, **kwargs: Any) -> tuple[Service, ManualClock]:
-    clock = ManualClock()
-    settings = Settings(
-        kafka={"commit_interval_s": INTERVAL},
-        assembler={"decision_wait_s": WAIT},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
-        review={"enabled": False},
-    )
-    return (
-        Service(
-            settings,
-            [RUBRIC],
-            metrics=Metrics(),
-            spans=JournalSpans([]),
-            source=lambda: MemorySource(topic),
-            sink=lambda: sink,
-            clock=clock,
-            sleep=clock.sleep,
-            offload=inline,
-            **kwargs,
-        ),
-        clock,
-    )
+def service(topic: MemoryTopic, **kwargs: Any) -> Rig:
+    return make_rig(topic, rubrics=[RUBRIC], review={"enabled": False}, **kwargs)
 
 
 def value(svc: Service, name: str, **labels: str) -> float | None:
@@ -197,8 +179,8 @@ async def test_bad_numbers_are_dead_lettered_and_good_traces_in_the_batch_get_ve
     for case in BAD_NUMBERS:
         topic.append(0, case.values[0])
     topic.append(0, spans(2))
-    sink = MemorySink()
-    svc, clock = service(topic, sink)
+    rig = service(topic)
+    svc, sink, clock = rig.service, rig.sink, rig.clock
     await svc.start()
     try:
         await svc.step()
@@ -227,8 +209,8 @@ async def test_an_unexpected_decoder_exception_dead_letters_that_record_only() -
     topic = MemoryTopic(partitions=1)
     topic.append(0, b'{"boom": 1}')
     topic.append(0, spans(1))
-    sink = MemorySink()
-    svc, clock = service(topic, sink, decoder=broken_decoder)
+    rig = service(topic, decoder=broken_decoder)
+    svc, sink, clock = rig.service, rig.sink, rig.clock
     await svc.start()
     try:
         await svc.step()

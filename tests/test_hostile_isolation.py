@@ -16,20 +16,16 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from sidecar.adapters.memory import MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.app import Service
+from sidecar.adapters.memory import MemoryTopic
 from sidecar.judge import JudgeResult, Screening
 from sidecar.model import CaseOutcome, CriterionResult, Outcome, Trace, Transcript
-from sidecar.offload import inline
 from sidecar.pipeline import Fault, judge_cases, plan
 from sidecar.replay import ReplaySummary, evaluate_traces, stream_verdicts
 from sidecar.rubric import Rubric
 from sidecar.sample import Sampler
-from sidecar.settings import Settings
 from tests.builders import genai_trace, refund_rubric
 from tests.otlp_records import record
-from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, quiesce
+from tests.service_rig import INTERVAL, WAIT, make_rig, quiesce
 
 JUDGED = refund_rubric(
     checks=[{"name": "few_calls", "type": "max_tool_calls", "limit": 5}],
@@ -177,27 +173,13 @@ async def test_one_faulty_trace_gets_an_errored_verdict_and_the_partition_moves_
     topic = MemoryTopic(partitions=1)
     for n in (1, 2, 3):
         topic.append(0, record(a_trace(n).spans))
-    sink = MemorySink()
-    clock = ManualClock()
-    settings = Settings(
-        kafka={"commit_interval_s": INTERVAL},
-        assembler={"decision_wait_s": WAIT},
-        metrics={"host": "127.0.0.1", "port": 0},
-        otel={"enabled": False},
+    rig = make_rig(
+        topic,
+        rubrics=[JUDGED],
+        judge=PassingJudge(broken=[trace_id(2)]),
         review={"enabled": False},
     )
-    service = Service(
-        settings,
-        [JUDGED],
-        metrics=Metrics(),
-        spans=JournalSpans([]),
-        judge=PassingJudge(broken=[trace_id(2)]),
-        source=lambda: MemorySource(topic),
-        sink=lambda: sink,
-        clock=clock,
-        sleep=clock.sleep,
-        offload=inline,
-    )
+    service, sink, clock = rig.service, rig.sink, rig.clock
     await service.start()
     try:
         await service.step()
