@@ -64,7 +64,6 @@ def worker_index(environ: dict[str, str] | os._Environ[str] = os.environ) -> int
 class _Worker:
     index: int
     proc: asyncio.subprocess.Process | None = None
-    restarts: int = 0
     backoff: float = 1.0
     exit_codes: list[int] = field(default_factory=list)
 
@@ -121,6 +120,7 @@ class Supervisor:
         worker.proc = await asyncio.create_subprocess_exec(
             *self.command, env=self._env(worker.index), stdin=asyncio.subprocess.DEVNULL
         )
+        self.workers_alive.set(self._alive())
         log.info("worker %d started (pid %d)", worker.index, worker.proc.pid)
 
     async def _keep(self, worker: _Worker) -> None:
@@ -129,6 +129,7 @@ class Supervisor:
             await self._spawn(worker)
             assert worker.proc is not None
             code = await worker.proc.wait()
+            self.workers_alive.set(self._alive())
             mark_process_dead(worker.proc.pid, str(self.metrics_dir))  # type: ignore[no-untyped-call]
             worker.exit_codes.append(code)
             if self._stopping.is_set():
@@ -141,7 +142,6 @@ class Supervisor:
                 worker.backoff,
             )
             self.restarts.inc()
-            worker.restarts += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), worker.backoff)
             worker.backoff = min(worker.backoff * 2, BACKOFF_MAX_S)
@@ -153,21 +153,24 @@ class Supervisor:
 
     # -- probes ----------------------------------------------------------------------
 
-    def _summed(self, name: str) -> float | None:
-        for family in self.registry.collect():
-            if family.name == name:
-                return sum(sample.value for sample in family.samples)
-        return None
+    def _summed(self, *names: str) -> dict[str, float]:
+        """Each family's samples summed over the workers, from one read of their files."""
+        wanted = set(names)
+        return {
+            family.name: sum(sample.value for sample in family.samples)
+            for family in self.registry.collect()
+            if family.name in wanted
+        }
 
     def _readiness(self) -> tuple[bool, str]:
-        self.workers_alive.set(self._alive())
-        total = len(self.workers)
-        if self._alive() < total:
-            return False, f"not ready: {self._alive()} of {total} workers running"
-        ready = int(self._summed("sidecar_ready") or 0)
+        total, alive = len(self.workers), self._alive()
+        if alive < total:
+            return False, f"not ready: {alive} of {total} workers running"
+        sums = self._summed("sidecar_ready", "sidecar_delivery_failing")
+        ready = int(sums.get("sidecar_ready", 0))
         if ready < total:
             return False, f"not ready: {ready} of {total} workers ready"
-        if (self._summed("sidecar_delivery_failing") or 0) > 0:
+        if sums.get("sidecar_delivery_failing", 0) > 0:
             return False, "not ready: a worker's records are not acknowledged by Kafka"
         return True, f"ready: {total} workers"
 
