@@ -87,12 +87,17 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _supervise(supervisor: Supervisor) -> int:
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (call on the running loop)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    return await supervisor.run(stop)
+    return stop
+
+
+async def _supervise(supervisor: Supervisor) -> int:
+    return await supervisor.run(_stop_on_signals())
 
 
 async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
@@ -109,10 +114,7 @@ async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
 async def _run(
     service: Service, canaries: CanarySchedule | None, *, orphan_watch: bool = False
 ) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on_signals()
     watch = asyncio.create_task(_watch_parent(os.getppid(), stop)) if orphan_watch else None
     # A plain task, not a TaskGroup: the service's own errors must reach the CLI unwrapped.
     canary_task = asyncio.create_task(canaries.run(stop)) if canaries is not None else None
