@@ -74,7 +74,7 @@ from sidecar.judge.prompt import (
     neutralise,
     new_nonce,
 )
-from sidecar.judge.screen import JUDGE_REPORT, Screening, screen
+from sidecar.judge.screen import Screening, screen, with_judge_report
 
 PROMPT = "PROMPT"
 ANSWER_A = "ANSWER_A"
@@ -363,10 +363,7 @@ async def compare_pairs(
 
 def with_judge_reports(screening: Screening, result: PairResult) -> Screening:
     """``screening`` plus the judge's own report from either order, which counts as a hit."""
-    if not result.instructed:
-        return screening
-    signals = (*screening.signals, JUDGE_REPORT)
-    return Screening(suspected=True, signals=tuple(dict.fromkeys(signals)))
+    return with_judge_report(screening, result.instructed)
 
 
 def screen_pair(prompt: str, candidate: str, baseline: str) -> Screening:
