@@ -28,6 +28,12 @@ Bounds and isolation:
 - planning a trace (transcript, checks, screening) is CPU work; it runs on a
   worker thread (:mod:`sidecar.offload`), so a slow check never stops the loop
   from answering probes or sending the group's heartbeats;
+- the traces started in one round (``step``) go to that thread together, one
+  hop per round, not per trace; the verdict records of those the judge is not
+  asked about are sent together (``Sink.send_verdicts``: one produce batch per
+  partition), and each trace is released as soon as all of its records are
+  acknowledged; a trace with a case for the judge is judged and emitted on
+  its own, so a slow judge call holds back no other trace;
 
 - at most ``max_inflight_traces`` traces are evaluated at once, however many
   come due together: the rest wait in the assembler (or, decided early, in a
@@ -90,7 +96,7 @@ from sidecar.conversation.stage import (
 from sidecar.conversation.turns import turn_records
 from sidecar.decode import Encoding, decode
 from sidecar.decode_logs import decode_logs
-from sidecar.errors import DecodeError, DeliveryError, RecordError, SourceError
+from sidecar.errors import DecodeError, DeliveryError, PartialDelivery, RecordError, SourceError
 from sidecar.gauges import retire
 from sidecar.handover import Handover
 from sidecar.judge import Judge
@@ -111,6 +117,7 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 Decoder = Callable[[bytes, Encoding], list[Span]]
+Planned = tuple[Transcript, list[Case]]
 LogDecoder = Callable[[bytes, Encoding], list[LogRecord]]
 
 
@@ -188,7 +195,11 @@ class Service:
         self.server = MetricsServer(
             metrics.registry, self._readiness, settings.metrics.host, settings.metrics.port
         )
+        # Tasks evaluating traces (a batch, or one trace the judge is asked about).
         self._inflight: set[asyncio.Task[None]] = set()
+        # Traces in those tasks, and traces started this round, not yet in a task.
+        self._busy = 0
+        self._batch: list[tuple[Trace, int]] = []
         # Traces decided early (evicted, span limit) waiting for room, with their holds.
         self._waiting: deque[tuple[Trace, int]] = deque()
         # Dead letters being sent; they hold their record's offset until acknowledged.
@@ -266,8 +277,8 @@ class Service:
 
     @property
     def in_flight(self) -> int:
-        """Traces decided but not yet emitted (judging, sending)."""
-        return len(self._inflight)
+        """Traces decided but not yet emitted (planning, judging, sending)."""
+        return self._busy
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then shut down in the order written above."""
@@ -476,11 +487,12 @@ class Service:
             self._waiting.append((trace, token))
 
     def _room(self) -> int:
-        return max(0, self.settings.max_inflight_traces - len(self._inflight))
+        return max(0, self.settings.max_inflight_traces - self._busy)
 
     def _start_waiting(self) -> None:
         while self._waiting and self._room() > 0:
             self._start(*self._waiting.popleft())
+        self._flush_batch()
 
     def _dispatch_due(self, now: float) -> None:
         """Start what waits, then take due traces from the assembler while there is room."""
@@ -489,53 +501,194 @@ class Service:
         if room > 0 and not self._waiting:
             for trace in self.assembler.due(now, limit=room):
                 self._decided(trace)
+        self._flush_batch()
 
     def _start(self, trace: Trace, token: int) -> None:
+        """Count ``trace`` in flight; it is planned with the others started this round."""
         if self.handover.partial(trace):
             trace = dataclasses.replace(trace, partial=True)
-        self._spawn(self._inflight, self._finish(trace, token))
+        self._busy += 1
+        self._batch.append((trace, token))
 
-    async def _finish(self, trace: Trace, token: int) -> None:
+    def _flush_batch(self) -> None:
+        """The traces started this round go to one task: one hop to the planning thread."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._spawn(self._inflight, self._finish_batch(batch))
+
+    def _plan_all(self, traces: Sequence[Trace]) -> list[Planned | BaseException]:
+        """Plan each trace (on the planning thread); a bug in one stays with that trace."""
+        now = self.clock()
+        planned: list[Planned | BaseException] = []
+        for trace in traces:
+            try:
+                planned.append(
+                    plan(
+                        trace,
+                        self.rubrics,
+                        self.sampler,
+                        now,
+                        checks=self.checks,
+                        on_fault=self._fault,
+                    )
+                )
+            except Exception as exc:  # noqa: BLE001
+                planned.append(exc)
+        return planned
+
+    async def _finish_batch(self, batch: list[tuple[Trace, int]]) -> None:
+        """Plan the batch, emit what needs no judge together, judge the rest trace by trace."""
         try:
-            transcript, cases = await self._offload(
-                functools.partial(
-                    plan,
-                    trace,
-                    self.rubrics,
-                    self.sampler,
-                    self.clock(),
-                    checks=self.checks,
-                    on_fault=self._fault,
-                )
+            planned = await self._offload(functools.partial(self._plan_all, [t for t, _ in batch]))
+        except asyncio.CancelledError:
+            self._busy -= len(batch)
+            raise
+        done: list[tuple[Trace, int, Transcript, list[Case], list[Verdict]] | None] = []
+        for (trace, token), result in zip(batch, planned, strict=True):
+            if isinstance(result, BaseException):
+                self._evaluation_failed(trace, result)
+                self._done(token)
+                continue
+            transcript, cases = result
+            self._note_plan(transcript, cases)
+            if self.judge is not None and any(case.sample.judge for case in cases):
+                self._spawn(self._inflight, self._finish(trace, token, transcript, cases))
+                continue
+            try:
+                verdicts = await judge_cases(cases, None, on_fault=self._fault)
+            except Exception as exc:  # noqa: BLE001
+                self._evaluation_failed(trace, exc)
+                self._done(token)
+                continue
+            done.append((trace, token, transcript, cases, verdicts))
+        try:
+            await self._emit_together(done)
+        except asyncio.CancelledError:
+            self._busy -= sum(1 for item in done if item is not None)
+            raise
+
+    async def _emit_together(
+        self, done: list[tuple[Trace, int, Transcript, list[Case], list[Verdict]] | None]
+    ) -> None:
+        """Send the verdict records of ``done`` together, retrying what Kafka refused.
+
+        A trace goes on (reviews, turns, offsets released) as soon as all its
+        records are acknowledged; its slot in ``done`` is then set to None.
+        """
+        owner: list[int] = []
+        records: list[tuple[str, bytes]] = []
+        left = [0] * len(done)
+        for n, item in enumerate(done):
+            assert item is not None
+            try:
+                emitted = [self._record(verdict) for verdict in item[4]]
+            except Exception as exc:  # noqa: BLE001
+                self._evaluation_failed(item[0], exc)
+                done[n] = None
+                self._done(item[1])
+                continue
+            records.extend(emitted)
+            owner.extend([n] * len(emitted))
+            left[n] = len(emitted)
+        unsent = list(range(len(records)))
+        delay = 0.5
+        while True:
+            refused: list[int] = []
+            why = ""
+            if unsent:
+                try:
+                    await self.sink.send_verdicts([records[i] for i in unsent])
+                except DeliveryError as exc:
+                    refused = (
+                        [unsent[i] for i in exc.unsent]
+                        if isinstance(exc, PartialDelivery)
+                        else unsent
+                    )
+                    why = str(exc)
+            for i in set(unsent).difference(refused):
+                left[owner[i]] -= 1
+            for n, item in enumerate(done):
+                if item is not None and left[n] == 0:
+                    done[n] = None
+                    await self._after_emit(*item)
+            if not refused:
+                self._delivery_ok()
+                return
+            self._delivery_failed(
+                f"{why}; {len(refused)} of {len(unsent)} verdict records refused",
+                delay,
+                len(refused),
             )
-            for flag in case_flags(transcript, cases):
-                self.metrics.flagged_traces.labels(flag=flag.value).inc()
-            for content in transcript.capture.missing:
-                self.metrics.content_not_captured.labels(field=content.value).inc()
-            self._capture_warnings.note(transcript)
-            for case in cases:
-                if is_fragment(case.rubric, case.transcript):
-                    self.metrics.fragment_traces.labels(rubric=case.rubric.id).inc()
-                record_sampling(
-                    self.metrics, case.rubric.id, case.sample.decision, case.sample.reason
-                )
-                if case.screening.suspected:
-                    self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
-                if case.sample.judge:
-                    self._self_preference(case)
+            unsent = refused
+            await self.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    async def _finish(
+        self, trace: Trace, token: int, transcript: Transcript, cases: list[Case]
+    ) -> None:
+        """One trace with a case for the judge: judge, then emit its verdicts."""
+        try:
             verdicts = await judge_cases(cases, self.judge, on_fault=self._fault)
-            for case, verdict in zip(cases, verdicts, strict=True):
+            for verdict in verdicts:
                 await self._emit(verdict)
+        except asyncio.CancelledError:
+            self._busy -= 1
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._evaluation_failed(trace, exc)
+            self._done(token)
+            return
+        await self._after_emit(trace, token, transcript, cases, verdicts)
+
+    async def _after_emit(
+        self,
+        trace: Trace,
+        token: int,
+        transcript: Transcript,
+        cases: Sequence[Case],
+        verdicts: Sequence[Verdict],
+    ) -> None:
+        """Reviews and conversation turns of an emitted trace, then its offsets are released."""
+        try:
+            for case, verdict in zip(cases, verdicts, strict=True):
                 await self._route_review(case, verdict)
             await self._publish_turns(trace, transcript)
         except asyncio.CancelledError:
+            self._busy -= 1
             raise
-        except Exception:
-            # The last resort: the pipeline isolates faults per case, so this is a bug in
-            # emitting; the trace's offsets are released all the same.
-            log.exception("emitting the verdicts of trace %s failed", trace.trace_id)
-            self.metrics.internal_errors.labels(stage="evaluate").inc()
+        except Exception as exc:  # noqa: BLE001
+            self._evaluation_failed(trace, exc)
+        self._done(token)
+
+    def _evaluation_failed(self, trace: Trace, exc: BaseException) -> None:
+        # The last resort: the pipeline isolates faults per case, so this is a bug in
+        # planning or emitting; the trace's offsets are released all the same.
+        log.error(
+            "evaluating trace %s failed",
+            trace.trace_id,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+        self.metrics.internal_errors.labels(stage="evaluate").inc()
+
+    def _done(self, token: int) -> None:
+        self._busy -= 1
         self._release(token)
+
+    def _note_plan(self, transcript: Transcript, cases: Sequence[Case]) -> None:
+        """Metrics and warnings of a planned trace."""
+        for flag in case_flags(transcript, cases):
+            self.metrics.flagged_traces.labels(flag=flag.value).inc()
+        for content in transcript.capture.missing:
+            self.metrics.content_not_captured.labels(field=content.value).inc()
+        self._capture_warnings.note(transcript)
+        for case in cases:
+            if is_fragment(case.rubric, case.transcript):
+                self.metrics.fragment_traces.labels(rubric=case.rubric.id).inc()
+            record_sampling(self.metrics, case.rubric.id, case.sample.decision, case.sample.reason)
+            if case.screening.suspected:
+                self.metrics.injection_suspected.labels(rubric=case.rubric.id).inc()
+            if case.sample.judge:
+                self._self_preference(case)
 
     async def _publish_turns(self, trace: Trace, transcript: Transcript) -> None:
         """The trace as a turn of each conversation it belongs to, acknowledged before release."""
@@ -579,6 +732,11 @@ class Service:
                 return
 
     async def _emit(self, verdict: Verdict) -> None:
+        trace_id, payload = self._record(verdict)
+        await self._deliver(functools.partial(self.sink.send_verdict, trace_id, payload))
+
+    def _record(self, verdict: Verdict) -> tuple[str, bytes]:
+        """The verdict's span and metrics; its record, keyed by trace id, to be sent."""
         try:
             self.spans.emit(verdict)
         # The span is one of three outputs; the metrics and the record still go out.
@@ -591,8 +749,7 @@ class Service:
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        payload = verdict.to_json(self._redaction).encode()
-        await self._deliver(functools.partial(self.sink.send_verdict, verdict.trace_id, payload))
+        return verdict.trace_id, verdict.to_json(self._redaction).encode()
 
     async def _deliver(self, send: Callable[[], Awaitable[None]]) -> None:
         """Send until Kafka acknowledges: the trace keeps its offsets held meanwhile."""
@@ -601,18 +758,24 @@ class Service:
             try:
                 await send()
             except DeliveryError as exc:
-                self.metrics.internal_errors.labels(stage="emit").inc()
-                self._delivery_error = str(exc)[:200]
-                self.metrics.delivery_failing.set(1)
-                log.warning("producing a record failed (%s); retrying in %.1fs", exc, delay)
+                self._delivery_failed(str(exc), delay)
                 await self.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
-            if self._delivery_error is not None:
-                log.info("Kafka acknowledges records again")
-                self._delivery_error = None
-                self.metrics.delivery_failing.set(0)
+            self._delivery_ok()
             return
+
+    def _delivery_failed(self, why: str, delay: float, records: int = 1) -> None:
+        self.metrics.internal_errors.labels(stage="emit").inc(records)
+        self._delivery_error = why[:200]
+        self.metrics.delivery_failing.set(1)
+        log.warning("producing records failed (%s); retrying in %.1fs", why, delay)
+
+    def _delivery_ok(self) -> None:
+        if self._delivery_error is not None:
+            log.info("Kafka acknowledges records again")
+            self._delivery_error = None
+            self.metrics.delivery_failing.set(0)
 
     # -- human review --------------------------------------------------------------------
 
@@ -722,12 +885,12 @@ class Service:
 
     def _apply_backpressure(self) -> None:
         limit = self.settings.max_inflight_traces
-        busy = len(self._inflight) + len(self._waiting) + len(self._sending)
+        busy = self._busy + len(self._waiting) + len(self._sending)
         if busy >= limit:
             self.source.pause()
         elif self.source.paused and busy <= limit // 2:
             self.source.resume()
-        self.metrics.judge_queue_depth.set(len(self._inflight))
+        self.metrics.judge_queue_depth.set(self._busy)
 
     def _export_stats(self) -> None:
         st, done = self.assembler.stats, self._exported

@@ -8,6 +8,7 @@
     │   └── RecordError          a record does not match its format (names file:line or topic)
     ├── SourceError              Kafka cannot be reached at start-up (exit code 1)
     ├── DeliveryError            the broker did not acknowledge a record; the service retries
+    │   └── PartialDelivery      some records of a batch were not acknowledged (which ones)
     ├── DecodeError              a record is not OTLP; goes to the dead-letter topic
     └── JudgeError               the judge could not give a verdict
         └── JudgeUnavailable     transport failure after retries, or breaker open
@@ -18,6 +19,8 @@ stays visible.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class SidecarError(Exception):
@@ -54,6 +57,14 @@ class SourceError(SidecarError):
 
 class DeliveryError(SidecarError):
     """A record was not acknowledged by the broker; the sender retries, the offsets stay held."""
+
+
+class PartialDelivery(DeliveryError):
+    """Some records of a batch were not acknowledged: ``unsent`` are their indices in the batch."""
+
+    def __init__(self, message: str, unsent: Sequence[int]) -> None:
+        super().__init__(message)
+        self.unsent = tuple(unsent)
 
 
 class DecodeError(SidecarError):

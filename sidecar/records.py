@@ -55,7 +55,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sidecar.errors import InputFileError, RecordError
-from sidecar.model import CaseOutcome, Outcome, Transcript
+from sidecar.model import CaseOutcome, CriterionResult, Outcome, Transcript
 from sidecar.redact import DEFAULT_REDACTION, Redaction
 
 if TYPE_CHECKING:
@@ -188,7 +188,16 @@ class _Record(BaseModel):
 
     def to_json(self) -> str:
         """One compact JSON line (the form every topic and ``replay`` carry)."""
-        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+        return record_json(self.model_dump(mode="json"))
+
+
+# What ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` builds per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def record_json(value: Mapping[str, Any]) -> str:
+    """One compact JSON line, non-ASCII kept: the form of every record sidecar writes."""
+    return _ENCODER.encode(value)
 
 
 def _construct(model: type[R], source: object, **given: Any) -> R:
@@ -274,6 +283,63 @@ class VerdictRecord(_Record):
             self.id or f"{self.trace_id}/{self.rubric_id}/{self.rubric_version}/{self.judge_model}"
         )
 
+    @staticmethod
+    def dump(v: Verdict, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
+        """``VerdictRecord.of(v, redaction).model_dump(mode="json")``, built directly.
+
+        The service writes one of these per verdict, so it skips the model: the
+        same keys in the same order, the same left-out keys, the same values
+        (``tests/test_fast_paths.py`` holds the two equal).
+        """
+        r = redaction.text
+        record: dict[str, Any] = {
+            "id": v.id,
+            "trace_id": v.trace_id,
+            "root_span_id": v.root_span_id,
+            "rubric_id": v.rubric_id,
+            "rubric_version": v.rubric_version,
+            "judge_model": v.judge_model,
+            "agent": v.agent,
+            "agent_version": v.agent_version,
+            "outcome": v.outcome.value,
+            "judged": v.judged,
+            "sample_reason": v.sample_reason,
+            "injection_suspected": v.injection_suspected,
+            "review": v.review,
+            "checks": [
+                {"name": c.name, "outcome": c.outcome.value, "gate": c.gate, "detail": r(c.detail)}
+                for c in v.checks
+            ],
+            "criteria": [_criterion(c, r(c.evidence)) for c in v.criteria],
+            "truncated": v.truncated,
+        }
+        if v.flags:
+            record["flags"] = list(v.flags)
+        record["sidecar_version"] = v.sidecar_version
+        optional = (
+            ("rubric_hash", v.rubric_hash),
+            ("judge_model_version", v.judge_model_version),
+            ("judge_error", v.judge_error),
+            ("raw_output", r(v.raw_output)),
+            ("redacted", redaction.marker),
+        )
+        for key, value in optional:
+            if value is not None:
+                record[key] = value
+        if v.backfill:
+            record["backfill"] = True
+        if v.scope != "trace":
+            record["scope"] = v.scope
+        if v.conversation_id is not None:
+            record["conversation_id"] = v.conversation_id
+        if v.turns is not None:
+            record["turns"] = v.turns
+        if v.trace_ids:
+            record["trace_ids"] = list(v.trace_ids)
+        if v.revision is not None:
+            record["revision"] = v.revision
+        return record
+
     @classmethod
     def of(cls, v: Verdict, redaction: Redaction = DEFAULT_REDACTION) -> VerdictRecord:
         r = redaction.text
@@ -289,6 +355,15 @@ class VerdictRecord(_Record):
             # A trace verdict's record reads back without a scope; keep the two equal.
             scope=None if v.scope == "trace" else v.scope,
         )
+
+
+def _criterion(c: CriterionResult, evidence: str | None) -> dict[str, Any]:
+    criterion: dict[str, Any] = {"name": c.name, "outcome": c.outcome.value, "gate": c.gate}
+    if evidence is not None:
+        criterion["evidence"] = evidence
+    if c.reason is not None:
+        criterion["reason"] = c.reason
+    return criterion
 
 
 # -- the review record ------------------------------------------------------------------

@@ -42,7 +42,7 @@ from typing import Any
 
 from sidecar import __version__
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.records import VerdictRecord
+from sidecar.records import VerdictRecord, record_json
 from sidecar.redact import DEFAULT_REDACTION, Redaction
 
 
@@ -122,11 +122,11 @@ class Verdict:
 
     def to_record(self, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
         """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""
-        return VerdictRecord.of(self, redaction).model_dump(mode="json")
+        return VerdictRecord.dump(self, redaction)
 
     def to_json(self, redaction: Redaction = DEFAULT_REDACTION) -> str:
         """The verdict record as one JSON line, content redacted (:mod:`sidecar.redact`)."""
-        return VerdictRecord.of(self, redaction).to_json()
+        return record_json(VerdictRecord.dump(self, redaction))
 
 
 def make_verdict(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from sidecar.adapters.judge_backends import make_backend
 from sidecar.adapters.metrics import Metrics
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
@@ -40,6 +39,10 @@ def build_judge(
     """The judge service, or None when no credentials are configured."""
     if not judge_configured(settings, environ):
         return None
+    # Imported here: google-genai costs ~40 MB and seconds of start-up per process,
+    # which a service or worker without a judge does not pay.
+    from sidecar.adapters.judge_backends import make_backend
+
     return JudgeService(make_backend(settings, environ), settings, metrics or Metrics())
 
 

@@ -82,7 +82,7 @@ async def test_a_refused_verdict_keeps_its_offsets_held_until_a_retry_is_acknowl
     async with started(rig):
         await rig.round()
         await rig.round(WAIT)
-        # Trace 1's send was refused, trace 2's too; both retry after 0.5 s.
+        # Trace 1's record was refused, trace 2's too (one batch); both retry after 0.5 s.
         assert rig.sink.refused == 2
         assert rig.service.in_flight == 2
         await rig.round(INTERVAL)
@@ -96,7 +96,7 @@ async def test_a_refused_verdict_keeps_its_offsets_held_until_a_retry_is_acknowl
 
         await rig.round(1.0)  # trace 1's second retry, after a doubled delay
         assert rig.sent() == [trace_id(2), trace_id(1)]
-        assert rig.clock.slept == [0.5, 0.5, 1.0]
+        assert rig.clock.slept == [0.5, 1.0]  # the batch backs off once per attempt
         await rig.round(INTERVAL)
         assert rig.topic.committed == {0: 2}
         assert rig.metric("sidecar_internal_errors_total", stage="emit") == 3

@@ -18,7 +18,7 @@ and a later round commits again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -100,6 +100,13 @@ class Sink(Protocol):
     async def stop(self) -> None: ...
 
     async def send_verdict(self, trace_id: str, payload: bytes) -> None: ...
+
+    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
+        """Send verdict records (trace id, payload) together; returns once all are acknowledged.
+
+        Raises :class:`~sidecar.errors.PartialDelivery` naming the records not acknowledged.
+        """
+        ...
 
     async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None: ...
 

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
 from sidecar.adapters.broker import RebalanceListener, Record
-from sidecar.errors import DeliveryError, SourceError
+from sidecar.errors import DeliveryError, PartialDelivery, SourceError
 from sidecar.settings import KafkaSettings
 
 __all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource"]
@@ -252,6 +254,8 @@ class KafkaSink:
         self._failed: int | None = None
         self._renewing = asyncio.Lock()
         self.renewals = 0
+        # The partitioner aiokafka's producer uses for keyed records (murmur2 of the key).
+        self._partitioner = DefaultPartitioner()
 
     async def start(self) -> None:
         try:
@@ -266,6 +270,54 @@ class KafkaSink:
         if not self._settings.verdict_topic:
             return
         await self._send(self._settings.verdict_topic, payload, key=trace_id.encode("ascii"))
+
+    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
+        """Verdict records in one produce batch per partition, all awaited together.
+
+        Each record goes to the partition the producer's default partitioner
+        gives its key (the trace id), as :meth:`send_verdict` would; one future
+        per partition batch instead of one send awaited per record.
+        """
+        topic = self._settings.verdict_topic
+        if not topic or not records:
+            return
+        await self._renew_if_failed()
+        generation, producer = self._generation, self._producer
+        sent: list[tuple[list[int], asyncio.Future[object]]] = []
+        unsent: list[int] = []
+        try:
+            partitions = sorted(await producer.partitions_for(topic))
+            open_batches: dict[int, tuple[list[int], Any]] = {}
+            for i, (trace_id, payload) in enumerate(records):
+                key = trace_id.encode("ascii")
+                partition = self._partitioner(key, partitions, partitions)
+                indices, batch = open_batches.get(partition) or ([], producer.create_batch())
+                # A batch takes its first record whatever its size; None means it is full.
+                if batch.append(key=key, value=payload, timestamp=None) is None:
+                    future = await producer.send_batch(batch, topic, partition=partition)
+                    sent.append((indices, future))
+                    indices, batch = [], producer.create_batch()
+                    batch.append(key=key, value=payload, timestamp=None)
+                indices.append(i)
+                open_batches[partition] = (indices, batch)
+            for partition, (indices, batch) in open_batches.items():
+                sent.append((indices, await producer.send_batch(batch, topic, partition=partition)))
+        except KafkaError as exc:
+            self._failed = generation
+            queued = {i for indices, _ in sent for i in indices}
+            unsent = [i for i in range(len(records)) if i not in queued]
+            error: BaseException | None = exc
+        else:
+            error = None
+        for indices, future in sent:
+            try:
+                await future
+            except KafkaError as exc:
+                self._failed = generation
+                unsent.extend(indices)
+                error = exc
+        if unsent:
+            raise PartialDelivery(f"{type(error).__name__}: {error}", sorted(unsent))
 
     async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
         await self._send(topic, payload, key=trace_id.encode("ascii"))

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from sidecar.adapters.broker import RebalanceListener, Record
 from sidecar.backfill import HistoryRecord
 from sidecar.conversation.state import StateEntry
-from sidecar.errors import DeliveryError
+from sidecar.errors import DeliveryError, PartialDelivery
 from sidecar.model import RecordRef
 
 __all__ = [
@@ -238,6 +238,19 @@ class MemorySink:
     async def send_verdict(self, trace_id: str, payload: bytes) -> None:
         await self._acknowledge(f"sink.verdict {trace_id}")
         self.verdicts.append((trace_id, payload))
+
+    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
+        """Each record is one send (so :meth:`fail` counts records); the refused are named."""
+        unsent: list[int] = []
+        for i, (trace_id, payload) in enumerate(records):
+            try:
+                await self._acknowledge(f"sink.verdict {trace_id}")
+            except DeliveryError:
+                unsent.append(i)
+                continue
+            self.verdicts.append((trace_id, payload))
+        if unsent:
+            raise PartialDelivery(f"refused by the in-memory broker: {len(unsent)} records", unsent)
 
     async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
         await self._acknowledge(f"sink.review {trace_id}")

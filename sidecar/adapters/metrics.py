@@ -75,6 +75,9 @@ class Metrics:
         self.max_model_versions = max_model_versions
         self._agents: set[tuple[str, str]] = set()
         self._model_versions: set[str] = {NO_MODEL_VERSION}
+        # Labelled children of the per-verdict counters, by family and label values
+        # (``labels()`` per verdict, check and criterion showed in profiles).
+        self._children: dict[tuple[int, tuple[str, ...]], Counter] = {}
         r = self.registry
 
         # Outcomes
@@ -387,6 +390,20 @@ class Metrics:
         self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
         self.conversations = ConversationMetrics(r)
 
+    def child(self, family: Counter, *values: str) -> Counter:
+        """``family.labels(*values)``, remembered: these counters are never removed.
+
+        The memory is bounded: past 10,000 children it starts again (a miss
+        only costs a ``labels()`` call).
+        """
+        key = (id(family), values)
+        found = self._children.get(key)
+        if found is None:
+            if len(self._children) >= 10_000:
+                self._children.clear()
+            found = self._children[key] = family.labels(*values)
+        return found
+
     def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
         """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
         pair = (agent or "unknown", version or "unknown")
@@ -537,35 +554,35 @@ class CanaryJudgeAccounting:
 def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
     """Count one emitted verdict in the outcome families."""
     agent, agent_version = metrics.agent_labels(verdict.agent, verdict.agent_version)
-    metrics.cases.labels(
-        rubric=verdict.rubric_id,
-        rubric_version=verdict.rubric_version,
-        judge_model=verdict.judge_model,
-        agent=agent,
-        agent_version=agent_version,
-        outcome=verdict.outcome.value,
-        scope=verdict.scope,
+    rubric, rubric_version, scope = verdict.rubric_id, verdict.rubric_version, verdict.scope
+    child = metrics.child
+    child(
+        metrics.cases,
+        rubric,
+        rubric_version,
+        verdict.judge_model,
+        agent,
+        agent_version,
+        verdict.outcome.value,
+        scope,
     ).inc()
     for check in verdict.checks:
-        metrics.check_results.labels(
-            rubric=verdict.rubric_id,
-            rubric_version=verdict.rubric_version,
-            check=check.name,
-            outcome=check.outcome.value,
-            scope=verdict.scope,
+        child(
+            metrics.check_results, rubric, rubric_version, check.name, check.outcome.value, scope
         ).inc()
     version = metrics.model_version_label(verdict.judge_model_version)
     for criterion in verdict.criteria:
         held = verdict.injection_suspected and criterion.outcome is Outcome.PASS
-        metrics.criterion_verdicts.labels(
-            rubric=verdict.rubric_id,
-            rubric_version=verdict.rubric_version,
-            judge_model=verdict.judge_model,
-            judge_model_version=version,
-            criterion=criterion.name,
-            gate="true" if criterion.gate else "false",
-            outcome=HELD if held else criterion.outcome.value,
-            scope=verdict.scope,
+        child(
+            metrics.criterion_verdicts,
+            rubric,
+            rubric_version,
+            verdict.judge_model,
+            version,
+            criterion.name,
+            "true" if criterion.gate else "false",
+            HELD if held else criterion.outcome.value,
+            scope,
         ).inc()
 
 

@@ -39,7 +39,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sidecar.adapters.judge_backends import make_backend
 from sidecar.adapters.metrics import Metrics
 from sidecar.calibrate.compare import CompareReport
 from sidecar.calibrate.report import fmt
@@ -236,6 +235,9 @@ def run(
     if args.concurrency is not None:
         # --concurrency bounds the calls as well as the pairs in flight.
         settings = settings.model_copy(update={"concurrency": args.concurrency})
+    # Imported here: google-genai is heavy (~40 MB, seconds of start-up).
+    from sidecar.adapters.judge_backends import make_backend
+
     try:
         backend = make_backend(settings, environ)
     except ValueError as exc:  # google-genai refuses to start without its credentials
