@@ -49,10 +49,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
+from tests.integration.harness import create_topics  # noqa: E402
 
 CACHE = Path(os.environ.get("SIDECAR_CACHE", Path.home() / ".cache" / "sidecar"))
 # Both timed readers' /metrics are polled this often: each scrape costs the reader
@@ -120,14 +120,7 @@ def free_port() -> int:
 
 
 async def produce(bootstrap: str, topic: str, partitions: int, load: Load) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
-        )
-    finally:
-        await admin.close()
+    await create_topics(bootstrap, [topic], partitions=partitions)
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap, linger_ms=20, max_request_size=8 * 1024 * 1024
     )

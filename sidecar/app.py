@@ -552,7 +552,7 @@ class Service:
             transcript, cases = result
             self._note_plan(transcript, cases)
             if self.judge is not None and any(case.sample.judge for case in cases):
-                self._spawn(self._inflight, self._finish(trace, token, transcript, cases))
+                self._spawn(self._inflight, self._complete(trace, token, transcript, cases))
                 continue
             try:
                 verdicts = await judge_cases(cases, None, on_fault=self._fault)
@@ -610,7 +610,7 @@ class Service:
             for n, item in enumerate(done):
                 if item is not None and left[n] == 0:
                     done[n] = None
-                    await self._after_emit(*item)
+                    await self._complete(*item)
             if not refused:
                 self._delivery_ok()
                 return
@@ -623,33 +623,20 @@ class Service:
             await self.sleep(delay)
             delay = min(delay * 2, 30.0)
 
-    async def _finish(
-        self, trace: Trace, token: int, transcript: Transcript, cases: list[Case]
-    ) -> None:
-        """One trace with a case for the judge: judge, then emit its verdicts."""
-        try:
-            verdicts = await judge_cases(cases, self.judge, on_fault=self._fault)
-            for verdict in verdicts:
-                await self._emit(verdict)
-        except asyncio.CancelledError:
-            self._busy -= 1
-            raise
-        except Exception as exc:  # noqa: BLE001
-            self._evaluation_failed(trace, exc)
-            self._done(token)
-            return
-        await self._after_emit(trace, token, transcript, cases, verdicts)
-
-    async def _after_emit(
+    async def _complete(
         self,
         trace: Trace,
         token: int,
         transcript: Transcript,
         cases: Sequence[Case],
-        verdicts: Sequence[Verdict],
+        verdicts: Sequence[Verdict] | None = None,
     ) -> None:
-        """Reviews and conversation turns of an emitted trace, then its offsets are released."""
+        """Judge and emit (when ``verdicts`` is None), reviews, turns; then release the trace."""
         try:
+            if verdicts is None:
+                verdicts = await judge_cases(cases, self.judge, on_fault=self._fault)
+                for verdict in verdicts:
+                    await self._emit(verdict)
             for case, verdict in zip(cases, verdicts, strict=True):
                 await self._route_review(case, verdict)
             await self._publish_turns(trace, transcript)

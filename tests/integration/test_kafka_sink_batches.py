@@ -11,25 +11,24 @@ import uuid
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.partitioner import DefaultPartitioner
 
 from sidecar.adapters.kafka import KafkaSink
 from sidecar.settings import KafkaSettings
 from tests.builders import trace_id
-from tests.integration.harness import consume_all
+from tests.integration.harness import consume_all, create_topics
 
 pytestmark = [pytest.mark.kafka]
 
 
+async def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    topic = f"{prefix}.{uuid.uuid4().hex[:8]}"
+    await create_topics(bootstrap, [topic], partitions=partitions)
+    return topic
+
+
 async def test_records_sent_together_land_where_single_sends_would(kafka_bootstrap: str) -> None:
-    topic = f"sink-batches.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
-    finally:
-        await admin.close()
+    topic = await new_topic(kafka_bootstrap, "sink-batches", 3)
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, verdict_topic=topic)
     sink = KafkaSink(settings)
     await sink.start()
@@ -57,13 +56,7 @@ async def test_records_sent_together_land_where_single_sends_would(kafka_bootstr
 
 async def test_the_default_partitioner_is_the_producers(kafka_bootstrap: str) -> None:
     """The same key goes to the same partition through ``send`` and ``send_verdicts``."""
-    topic = f"sink-partitioner.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=5, replication_factor=1)])
-    finally:
-        await admin.close()
+    topic = await new_topic(kafka_bootstrap, "sink-partitioner", 5)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     sink = KafkaSink(KafkaSettings(bootstrap_servers=kafka_bootstrap, verdict_topic=topic))
