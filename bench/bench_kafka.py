@@ -11,6 +11,12 @@ readers consume the same topic, each in its own consumer group:
 - ``sidecar run`` with the judge off and a rubric using every check type,
   from the first span read to the last verdict record acknowledged.
 
+Each sidecar run writes to its own verdict topic, which is read back after the
+run: every trace must have its verdict record, and the distinct records must be
+byte for byte those a replay of the same records and rubric gives (at-least-once
+redeliveries are counted); any difference ends the benchmark with exit 1. The
+summary's ``verdicts=replay`` says they were.
+
 Each reader's rate is spans / (time of its last span or verdict - time of its
 first span read); the Collector and the sidecar are timed from their own
 metrics endpoints, polled every 100 ms. Figures on a shared machine are noisy:
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -50,6 +57,12 @@ sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 
+from sidecar.assemble import Assembler  # noqa: E402
+from sidecar.decode import decode  # noqa: E402
+from sidecar.model import DecideReason  # noqa: E402
+from sidecar.replay import ReplaySummary, evaluate_traces  # noqa: E402
+from sidecar.rubric import load_rubrics  # noqa: E402
+from sidecar.sample import Sampler  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
 from tests.integration.harness import create_topics  # noqa: E402
@@ -158,6 +171,61 @@ async def bare_consumer(bootstrap: str, topic: str, load: Load) -> Result:
         return Result("bare aiokafka consumer", time.perf_counter() - first, load.spans)
     finally:
         await consumer.stop()
+
+
+def expected_verdicts(load: Load, rubric_dir: Path) -> list[str]:
+    """The replay's verdict records of the same records and rubric, as sorted JSON lines."""
+    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
+    traces = []
+    for _, record in load.records:
+        traces.extend(assembler.add(decode(record), 0.0))
+    traces.extend(assembler.drain(DecideReason.FLUSH))
+    verdicts = asyncio.run(
+        evaluate_traces(
+            traces,
+            load_rubrics(rubric_dir),
+            Sampler(judge_enabled=False),
+            judge=None,
+            summary=ReplaySummary(),
+        )
+    )
+    return sorted(v.to_json() for v in verdicts)
+
+
+async def read_verdicts(bootstrap: str, topic: str, expect: int) -> list[str]:
+    """Every record of ``topic`` (until ``expect`` distinct ones, or 30 s without news)."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    lines: list[str] = []
+    try:
+        quiet_since = time.monotonic()
+        while len(set(lines)) < expect and time.monotonic() - quiet_since < 30:
+            batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            for messages in batches.values():
+                lines.extend(m.value.decode() for m in messages)
+                quiet_since = time.monotonic()
+    finally:
+        await consumer.stop()
+    return lines
+
+
+def check_verdicts(got: list[str], expected: list[str], what: str) -> str:
+    """Every trace's verdict, each the replay's record byte for byte; else exit 1."""
+    distinct = sorted(set(got))
+    digest = hashlib.sha256("".join(line + "\n" for line in distinct).encode()).hexdigest()
+    if distinct != expected:
+        missing = len(set(expected) - set(distinct))
+        extra = len(set(distinct) - set(expected))
+        sys.exit(
+            f"{what}: verdict records differ from the replay's: {missing} missing, {extra} "
+            f"unexpected (of {len(expected)})"
+        )
+    return (
+        f"{what}: {len(got)} verdict records, {len(distinct)} distinct = the replay's "
+        f"(sha256 {digest[:16]}), {len(got) - len(distinct)} redelivered"
+    )
 
 
 def scrape(url: str) -> str:
@@ -303,7 +371,7 @@ kafka:
   topic: {topic}
   group_id: bench-sidecar-{uuid.uuid4().hex[:8]}
   dead_letter_topic: {topic}.dlq
-  verdict_topic: {topic}.verdicts
+  verdict_topic: {topic}.verdicts.w{workers}
 assembler: {{decision_wait_s: 0.5}}
 metrics: {{host: 127.0.0.1, port: {port}}}
 review: {{enabled: false}}
@@ -423,11 +491,20 @@ def main() -> None:
             topic = f"bench.{uuid.uuid4().hex[:8]}"
             asyncio.run(produce(bootstrap, topic, args.partitions, load))
             results = [asyncio.run(bare_consumer(bootstrap, topic, load))]
+            checks: list[str] = []
             if "collector" not in skip:
                 results.append(collector(args.otelcol, bootstrap, topic, load, work))
             if "sidecar" not in skip:
+                rubric_dir = work / "expected-rubrics"
+                rubric_dir.mkdir()
+                (rubric_dir / "bench.yaml").write_text(RUBRIC)
+                expected = expected_verdicts(load, rubric_dir)
                 for n in (int(w) for w in args.workers.split(",")):
                     results.append(sidecar(bootstrap, topic, load, work, args.profile, n))
+                    got = asyncio.run(
+                        read_verdicts(bootstrap, f"{topic}.verdicts.w{n}", len(expected))
+                    )
+                    checks.append(check_verdicts(got, expected, f"sidecar run --workers {n}"))
         finally:
             if broker_state is not None:
                 subprocess.run(
@@ -439,6 +516,8 @@ def main() -> None:
                     ],
                     check=False,
                 )
+    for line in checks:
+        print(line)
     for r in results:
         rss = f", peak RSS {r.rss_mb:.0f} MB" if r.rss_mb is not None else ""
         print(f"{r.reader:<26} {r.rate:>10.0f} spans/s  ({r.seconds:.2f} s{rss})")
@@ -450,6 +529,9 @@ def main() -> None:
         summary += f" {key}/bare={rates[key] / rates['bare']:.3f}"
     if "sidecar_w1" in rates and "sidecar_w2" in rates:
         summary += f" scaling_w2/w1={rates['sidecar_w2'] / rates['sidecar_w1']:.2f}"
+    if checks:
+        # check_verdicts exits on a difference: here every run's records were the replay's.
+        summary += " verdicts=replay"
     print(f"bench_kafka: spans={load.spans} {summary}")
 
 

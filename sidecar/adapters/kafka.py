@@ -231,7 +231,10 @@ class KafkaSource:
 
 
 class KafkaSink:
-    """Producer for verdict records and dead letters; every send is awaited (acks=all).
+    """Producer for verdict records and dead letters; a send returns once acknowledged (acks=all).
+
+    :meth:`send_verdicts` sends many verdict records at once (one produce batch
+    per partition) and says which were refused.
 
     A producer that failed a send is replaced before the next one (see the
     module docstring). ``producer`` builds producers (the default: idempotent
