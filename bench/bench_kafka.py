@@ -14,8 +14,9 @@ readers consume the same topic, each in its own consumer group:
 Each sidecar run writes to its own verdict topic, which is read back after the
 run: every trace must have its verdict record, and the distinct records must be
 byte for byte those a replay of the same records and rubric gives (at-least-once
-redeliveries are counted); any difference ends the benchmark with exit 1. The
-summary's ``verdicts=replay`` says they were.
+redeliveries are counted), and once the run stopped its group's committed
+offsets must be the topic's end offsets; any difference ends the benchmark with
+exit 1. The summary's ``verdicts=replay`` says both held.
 
 Each reader's rate is spans / (time of its last span or verdict - time of its
 first span read); the Collector and the sidecar are timed from their own
@@ -65,7 +66,11 @@ from sidecar.rubric import load_rubrics  # noqa: E402
 from sidecar.sample import Sampler  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
-from tests.integration.harness import create_topics  # noqa: E402
+from tests.integration.harness import (  # noqa: E402
+    committed_offsets,
+    create_topics,
+    end_offsets,
+)
 
 CACHE = Path(os.environ.get("SIDECAR_CACHE", Path.home() / ".cache" / "sidecar"))
 # Both timed readers' /metrics are polled this often: each scrape costs the reader
@@ -228,6 +233,15 @@ def check_verdicts(got: list[str], expected: list[str], what: str) -> str:
     )
 
 
+async def check_offsets(bootstrap: str, topic: str, group: str) -> str:
+    """After a graceful stop the group has committed every record of the topic; else exit 1."""
+    committed = await committed_offsets(bootstrap, group, topic)
+    ends = await end_offsets(bootstrap, topic)
+    if committed != ends:
+        sys.exit(f"{group}: committed offsets {committed}, but the topic ends at {ends}")
+    return f"{group}: committed offsets = the topic's end offsets {dict(sorted(ends.items()))}"
+
+
 def scrape(url: str) -> str:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
@@ -348,6 +362,10 @@ def tree_rss_mb(pid: int) -> float | None:
     return sum(sizes) if sizes else None
 
 
+def sidecar_group(topic: str, workers: int) -> str:
+    return f"bench-sidecar-{topic}-w{workers}"
+
+
 def sidecar(
     bootstrap: str,
     topic: str,
@@ -369,7 +387,7 @@ rubrics_dir: {rubrics}
 kafka:
   bootstrap_servers: "{bootstrap}"
   topic: {topic}
-  group_id: bench-sidecar-{uuid.uuid4().hex[:8]}
+  group_id: {sidecar_group(topic, workers)}
   dead_letter_topic: {topic}.dlq
   verdict_topic: {topic}.verdicts.w{workers}
 assembler: {{decision_wait_s: 0.5}}
@@ -505,6 +523,9 @@ def main() -> None:
                         read_verdicts(bootstrap, f"{topic}.verdicts.w{n}", len(expected))
                     )
                     checks.append(check_verdicts(got, expected, f"sidecar run --workers {n}"))
+                    checks.append(
+                        asyncio.run(check_offsets(bootstrap, topic, sidecar_group(topic, n)))
+                    )
         finally:
             if broker_state is not None:
                 subprocess.run(
