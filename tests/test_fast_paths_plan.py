@@ -3,6 +3,10 @@
 - ``grounded_numbers`` decides from the digit runs of the evidence when they
   ground every claim, and from the whole evidence otherwise: the finding is the
   one the whole evidence gives, for any answer and evidence;
+- ``one_line`` keeps printable text without doubled or outer spaces as it is;
+- ``answer_json_schema`` does not try text as JSON that json.loads refuses at
+  its first character; ``required_tool_calls`` parses arguments only when an
+  expected call lists some;
 - ``compact_json`` encodes with one C encoder built once: the text is
   ``json.dumps``'s with the same options.
 """
@@ -16,7 +20,10 @@ from decimal import Decimal
 import pytest
 
 from sidecar.checks import grounding
+from sidecar.checks._common import one_line
+from sidecar.checks.answer import _answer_json
 from sidecar.checks.grounding import GroundedNumbers, grounded_numbers
+from sidecar.checks.required import ExpectedCall, _actual, _Fit, _fit
 from sidecar.conventions.attributes import compact_json
 from sidecar.model import Outcome
 from tests.builders import tool_call, transcript
@@ -142,3 +149,72 @@ def test_compact_json_of_a_cycle_is_none() -> None:
     cycle: list[object] = []
     cycle.append(cycle)
     assert compact_json(cycle) is None
+
+
+_LINE_BITS = ["a", " ", "  ", "\t", "\n", "\u00a0", "\u2028", "\x1c", "\x85", "é", "…", "x" * 50]
+
+
+def test_one_line_is_split_and_join() -> None:
+    rng = random.Random(3)
+    for _ in range(5000):
+        text = "".join(rng.choice(_LINE_BITS) for _ in range(rng.randint(0, 12)))
+        flat = " ".join(text.split())
+        expected = flat if len(flat) <= 240 else flat[:239] + "…"
+        assert one_line(text) == expected
+
+
+def _tried_as_json(text: str) -> bool:
+    """What the answer check did before: every candidate goes to json.loads."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "  ",
+        "\n",
+        "Done.",
+        " Done",
+        "\x0b1",
+        "\u00a01",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "-1",
+        "7",
+        '"x"',
+        "[1]",
+        "{}",
+        "true",
+        "false",
+        "null",
+        " \t\r\n[1]",
+        "tru",
+        "$40",
+        "+1",
+        "٣",
+    ],
+)
+def test_answers_refused_before_parsing_are_the_ones_json_refuses(text: str) -> None:
+    ok, _ = _answer_json(text)
+    assert ok == _tried_as_json(text)
+
+
+def test_required_calls_without_expected_arguments_need_no_parsed_arguments() -> None:
+    calls = [
+        tool_call("lookup", arguments='{"id": 1}'),
+        tool_call("lookup", arguments="not json"),
+        tool_call("refund", arguments=None),
+        tool_call("refund", arguments="[1]"),
+    ]
+    for expected in (ExpectedCall(name="lookup"), ExpectedCall(name="refund")):
+        for call in calls:
+            parsed, skipped = _actual(call), _actual(call, read_arguments=False)
+            assert _fit(expected, parsed) is _fit(expected, skipped)
+    with_arguments = ExpectedCall(name="lookup", arguments={"id": 1})
+    assert _fit(with_arguments, _actual(calls[0])) is _Fit.YES
