@@ -34,6 +34,9 @@ __all__ = [
 
 MAX_NESTING = 64
 
+# isinstance with a tuple built once: a union in the call is built on every call (slower).
+_SEQUENCE = (list, tuple)
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -81,7 +84,7 @@ def value_depth(value: object, limit: int = MAX_NESTING) -> int:
         for item in level:
             if isinstance(item, dict):
                 below.extend(item.values())
-            elif isinstance(item, list | tuple):
+            elif isinstance(item, _SEQUENCE):
                 below.extend(item)
             else:
                 continue

@@ -248,7 +248,7 @@ def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
                 continue
             if _JSON_START.match(value) is None or not json_too_deep(value):
                 continue
-        elif not isinstance(value, dict | list) or value_depth(value) <= MAX_NESTING:
+        elif not isinstance(value, _STRUCTURED) or value_depth(value) <= MAX_NESTING:
             continue
         if deep is None:
             deep = []
@@ -259,6 +259,7 @@ def _bounded(attributes: Attributes) -> tuple[Attributes, int]:
 
 
 _JSON_START = re.compile(r"\s*[\[{]")
+_STRUCTURED = (dict, list)
 
 
 def _root_arrived(root: _Step) -> bool:

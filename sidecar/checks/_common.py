@@ -63,7 +63,12 @@ def unseen_calls(transcript: Transcript) -> Finding:
 
 def one_line(text: str, limit: int = _DETAIL_LIMIT) -> str:
     """Collapse whitespace and cut to ``limit`` characters: details end up in metrics UIs."""
-    flat = " ".join(text.split())
+    # Printable text has no whitespace but the space: already one line when no space
+    # starts, ends or doubles (what split and join would give).
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        flat = text
+    else:
+        flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -56,6 +56,11 @@ class AnswerJsonSchema(SchemaCheckConfig):
 _FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
+# Text whose first character after JSON whitespace cannot begin a JSON value (or
+# that is blank): json.loads rejects it there, so it is not tried.
+_NOT_JSON_START = re.compile(r"[ \t\n\r]*+(?:[^\[{\"\-0-9tfnNI]|\Z)")
+
+
 def _excerpt(text: str, match: re2._Match, width: int = 60) -> str:
     return repr(text[match.start() : match.end()][:width])
 
@@ -84,6 +89,8 @@ def _answer_json(answer: str) -> tuple[bool, Any]:
     """The answer as JSON: the whole text, else the first fenced block that parses."""
     candidates = [answer, *(m.group(1) for m in _FENCE.finditer(answer))]
     for candidate in candidates:
+        if _NOT_JSON_START.match(candidate) is not None:
+            continue  # json.loads would raise at its first character
         try:
             return True, parse_json(candidate)
         except ValueError:

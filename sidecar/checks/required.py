@@ -71,9 +71,15 @@ class _Actual:
     arguments: dict[str, Any] | None  # None when captured but not a JSON object
 
 
-def _actual(call: ToolCall) -> _Actual:
+def _actual(call: ToolCall, *, read_arguments: bool = True) -> _Actual:
+    """The call as ``_fit`` sees it; its arguments are parsed only when ``read_arguments``.
+
+    ``_fit`` reads them only for an expected call that lists arguments.
+    """
     if call.arguments is None:
         return _Actual(call.name, captured=False, arguments=None)
+    if not read_arguments:
+        return _Actual(call.name, captured=True, arguments=None)
     try:
         parsed = parse_json(call.arguments)
     except ValueError:
@@ -141,7 +147,8 @@ def _describe(expected: ExpectedCall) -> str:
 
 def required_tool_calls(spec: RequiredToolCalls, transcript: Transcript) -> Finding:
     expected: Sequence[ExpectedCall] = spec.calls
-    actual = [_actual(c) for c in transcript.tool_calls]
+    read_arguments = any(e.arguments for e in expected)
+    actual = [_actual(c, read_arguments=read_arguments) for c in transcript.tool_calls]
     grid = [[_fit(e, a) for a in actual] for e in expected]
 
     def strict(i: int, j: int) -> bool:

@@ -16,11 +16,16 @@ Numbers are read only within 64-bit range.
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from sidecar.bounds import INT64_MAX, MAX_INT_DIGITS, MAX_NESTING, json_too_deep, value_depth
 from sidecar.model import Attributes, AttrValue, Span
+
+# isinstance with a tuple built once: a union in the call is built on every call (slower).
+_STRUCTURED = (dict, list)
+_SCALAR = (bool, int, float)
 
 
 def text_of(value: AttrValue | object) -> str | None:
@@ -31,16 +36,16 @@ def text_of(value: AttrValue | object) -> str | None:
         return value if value.strip() else None
     if isinstance(value, bytes):
         return text_of(value.decode("utf-8", errors="replace"))
-    if isinstance(value, dict | list):
+    if isinstance(value, _STRUCTURED):
         return compact_json(value)
-    if isinstance(value, bool | int | float):
+    if isinstance(value, _SCALAR):
         return compact_json(value)
     return text_of(str(value))
 
 
 def json_text(value: AttrValue | object) -> str | None:
     """JSON text of tool arguments: strings are kept as recorded."""
-    if isinstance(value, dict | list):
+    if isinstance(value, _STRUCTURED):
         return compact_json(value)
     return text_of(value)
 
@@ -48,13 +53,26 @@ def json_text(value: AttrValue | object) -> str | None:
 # What json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 # would build on every call.
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# The C encoder that _COMPACT.encode builds for every value that is not a string,
+# built once. Without circular-reference markers: a cycle measures past the
+# nesting bound and never reaches it (and markers would be shared across threads).
+_MAKE_ENCODER: Callable[..., Callable[[object, int], Iterable[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
+_ENCODE = (
+    _MAKE_ENCODER(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    if _MAKE_ENCODER is not None
+    else None
+)
 
 
 def compact_json(value: object) -> str | None:
     """Compact JSON text of ``value``; None when it nests too deeply to be read."""
-    if isinstance(value, dict | list) and value_depth(value) > MAX_NESTING:
+    if isinstance(value, _STRUCTURED) and value_depth(value) > MAX_NESTING:
         return None
     try:
+        if _ENCODE is not None and not isinstance(value, str):
+            return "".join(_ENCODE(value, 0))
         return _COMPACT.encode(value)
     except (ValueError, RecursionError):
         # A huge int past the int-string conversion limit, or a self-referencing value.

@@ -18,6 +18,8 @@ from typing import Protocol
 from sidecar.conventions.attributes import json_text, list_of, parse_json, text_of
 from sidecar.model import AttrValue
 
+_STRUCTURED = (dict, list)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolRequest:
@@ -313,4 +315,4 @@ def _peel(data: object, output: bool) -> tuple[bool, object]:
 
 
 def looks_structured(text: str) -> bool:
-    return isinstance(parse_json(text), dict | list)
+    return isinstance(parse_json(text), _STRUCTURED)
