@@ -118,6 +118,8 @@ class Result:
     seconds: float
     spans: int
     rss_mb: float | None = None
+    # CPU cores busy on average while timed (the sidecar's processes), when measured.
+    cores: float | None = None
 
     @property
     def rate(self) -> float:
@@ -266,10 +268,16 @@ def timed_by_metrics(
     done: Callable[[str], bool],
     what: str,
     timeout_s: float = 600.0,
+    cpu: list[float] | None = None,
 ) -> float:
-    """Seconds from the first poll where ``started`` holds to the first where ``done`` does."""
+    """Seconds from the first poll where ``started`` holds to the first where ``done`` does.
+
+    ``cpu``, when given, receives the CPU seconds ``proc`` and its children
+    used between those two polls.
+    """
     deadline = time.monotonic() + timeout_s
     first: float | None = None
+    cpu_at_first = 0.0
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
@@ -278,7 +286,10 @@ def timed_by_metrics(
         now = time.perf_counter()
         if first is None and text and started(text):
             first = now
+            cpu_at_first = tree_cpu_s(proc.pid)
         if first is not None and done(text):
+            if cpu is not None:
+                cpu.append(tree_cpu_s(proc.pid) - cpu_at_first)
             return now - first
         time.sleep(POLL_S)
     raise RuntimeError(f"{what} did not finish within {timeout_s:.0f} s")
@@ -352,6 +363,20 @@ service:
     finally:
         stop(proc)
         log.close()
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its children (the workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid, *(int(c) for c in children.read_text().split())] if children.exists() else [pid]
+    ticks = 0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def tree_rss_mb(pid: int) -> float | None:
@@ -440,6 +465,7 @@ otel: {{enabled: false}}
             stderr=subprocess.DEVNULL,
         )
     rss: list[float] = []
+    cpu: list[float] = []
     try:
         seconds = timed_by_metrics(
             proc,
@@ -451,9 +477,10 @@ otel: {{enabled: false}}
                 and bool(rss.append(tree_rss_mb(proc.pid) or 0.0) or True)
             ),
             "sidecar run",
+            cpu=cpu,
         )
         reader = f"sidecar run, {workers} worker{'s' if workers > 1 else ''}"
-        return Result(reader, seconds, load.spans, rss[-1] if rss else None)
+        return Result(reader, seconds, load.spans, rss[-1] if rss else None, cpu[0] / seconds)
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -541,6 +568,7 @@ def main() -> None:
         print(line)
     for r in results:
         rss = f", peak RSS {r.rss_mb:.0f} MB" if r.rss_mb is not None else ""
+        rss += f", {r.cores:.2f} cores busy" if r.cores is not None else ""
         print(f"{r.reader:<26} {r.rate:>10.0f} spans/s  ({r.seconds:.2f} s{rss})")
     rates = {_key(r.reader): r.rate for r in results}
     summary = " ".join(f"{k}={v:.0f}" for k, v in rates.items())
