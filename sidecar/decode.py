@@ -34,7 +34,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from sidecar.bounds import INT64_MAX, INT64_MIN, MAX_INT_DIGITS, MAX_NESTING, UINT64_MAX
 from sidecar.errors import DecodeError
-from sidecar.model import AttrValue, Span, SpanEvent, SpanKind, StatusCode
+from sidecar.model import AttrValue, Span, SpanKind, StatusCode, new_span, new_span_event
 
 Encoding = Literal["otlp_proto", "otlp_json", "auto"]
 
@@ -110,13 +110,16 @@ def _parse_proto(request: _M, payload: bytes) -> _M:
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
     # The hot loop of the service: locals and inlined checks, one Span per span and
     # nothing else built (the slow paths raise through _pb_id with the same reasons).
+    # One counter for the whole request: a span's unreadable values are what it adds.
     spans: list[Span] = []
     append = spans.append
     kinds, statuses = _KIND_OF, _STATUS_OF
+    unspecified, unset = SpanKind.UNSPECIFIED, StatusCode.UNSET
+    cut = _Cut()
     for resource_spans in request.resource_spans:
-        resource_cut = _Cut()
-        resource = _pb_attributes(resource_spans.resource.attributes, resource_cut)
-        resource_unreadable = resource_cut.count
+        before = cut.count
+        resource = _pb_attributes(resource_spans.resource.attributes, cut)
+        resource_unreadable = cut.count - before
         for scope_spans in resource_spans.scope_spans:
             scope_name = scope_spans.scope.name
             for s in scope_spans.spans:
@@ -132,30 +135,32 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                 parent = raw.hex() if len(raw) == 8 else None
                 if parent == _ZERO_SPAN:
                     parent = None
-                cut = _Cut(resource_unreadable)
+                before = cut.count - resource_unreadable
                 status = s.status
                 events = s.events
                 append(
-                    Span(
+                    new_span(
                         trace_id,
                         span_id,
                         parent,
                         s.name,
-                        kinds.get(s.kind, SpanKind.UNSPECIFIED),
+                        kinds.get(s.kind, unspecified),
                         s.start_time_unix_nano,
                         s.end_time_unix_nano,
                         _pb_attributes(s.attributes, cut),
                         resource,
                         scope_name,
-                        statuses.get(status.code, StatusCode.UNSET),
+                        statuses.get(status.code, unset),
                         status.message,
                         tuple(
-                            SpanEvent(e.name, e.time_unix_nano, _pb_attributes(e.attributes, cut))
+                            new_span_event(
+                                e.name, e.time_unix_nano, _pb_attributes(e.attributes, cut)
+                            )
                             for e in events
                         )
                         if events
                         else (),
-                        cut.count,
+                        cut.count - before,
                     )
                 )
     if not spans:
@@ -189,11 +194,15 @@ def _pb_attributes(items: Sequence[KeyValue], cut: _Cut) -> dict[str, AttrValue]
     attributes: dict[str, AttrValue] = {}
     for kv in items:
         value = kv.value
+        # Most values are strings: a non-empty string_value can only be the oneof's own
+        # value, so one upb read decides them, without WhichOneof. Other scalars inline,
+        # nested values through _pb_value.
+        text = value.string_value
+        if text:
+            attributes[kv.key] = text
+            continue
         kind = value.WhichOneof("value")
-        # Scalars inline (most values are strings); nested values through _pb_value.
-        if kind == "string_value":
-            attributes[kv.key] = value.string_value
-        elif kind in _SCALARS:
+        if kind in _SCALARS:
             attributes[kv.key] = getattr(value, kind)
         else:
             try:
@@ -204,10 +213,13 @@ def _pb_attributes(items: Sequence[KeyValue], cut: _Cut) -> dict[str, AttrValue]
     return attributes
 
 
-_SCALARS = frozenset({"bool_value", "int_value", "double_value", "bytes_value"})
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value", "bytes_value"})
 
 
 def _pb_value(value: AnyValue, depth: int) -> AttrValue:
+    text = value.string_value
+    if text:  # the common case, as in _pb_attributes
+        return text
     match value.WhichOneof("value"):
         case "string_value":
             return value.string_value
@@ -222,7 +234,8 @@ def _pb_value(value: AnyValue, depth: int) -> AttrValue:
         case "array_value":
             if depth >= MAX_NESTING:
                 raise _TooDeep
-            return [_pb_value(v, depth + 1) for v in value.array_value.values]
+            depth += 1
+            return [v.string_value or _pb_value(v, depth) for v in value.array_value.values]
         case "kvlist_value":
             if depth >= MAX_NESTING:
                 raise _TooDeep
@@ -291,7 +304,7 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
             for s in _list(scope_spans.get("spans")):
                 status = s.get("status") or {}
                 cut = _Cut(resource_cut.count)
-                yield Span(
+                yield new_span(
                     trace_id=_json_id(s.get("traceId"), 16, "traceId"),
                     span_id=_json_id(s.get("spanId"), 8, "spanId"),
                     parent_span_id=_json_parent(s.get("parentSpanId")),
@@ -307,7 +320,7 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
                     status_code=_status(_json_enum(status.get("code", 0), "STATUS_CODE_")),
                     status_message=str(status.get("message", "")),
                     events=tuple(
-                        SpanEvent(
+                        new_span_event(
                             str(e.get("name", "")),
                             _json_uint64(e.get("timeUnixNano", 0), "timeUnixNano"),
                             _json_attributes(e.get("attributes"), cut),

@@ -47,7 +47,7 @@ from sidecar.decode import (
     decode,
 )
 from sidecar.errors import DecodeError
-from sidecar.model import AttrValue, LogRecord, Span
+from sidecar.model import AttrValue, LogRecord, Span, new_log_record
 
 __all__ = ["Decoded", "decode_logs", "decode_signal"]
 
@@ -117,7 +117,7 @@ def _pb_records(request: ExportLogsServiceRequest) -> Iterator[LogRecord]:
             for r in scope_logs.log_records:
                 cut = _Cut(resource_cut.count)
                 attributes = _pb_attributes(r.attributes, cut)
-                yield LogRecord(
+                yield new_log_record(
                     trace_id=_pb_optional_id(r.trace_id, 16, "trace_id"),
                     span_id=_pb_optional_id(r.span_id, 8, "span_id"),
                     event_name=r.event_name or _event_attribute(attributes),
@@ -173,7 +173,7 @@ def _json_records(document: Mapping[str, Any]) -> Iterator[LogRecord]:
                 time = _json_uint64(r.get("timeUnixNano", 0), "timeUnixNano") or _json_uint64(
                     r.get("observedTimeUnixNano", 0), "observedTimeUnixNano"
                 )
-                yield LogRecord(
+                yield new_log_record(
                     trace_id=_json_optional_id(r.get("traceId"), 16, "traceId"),
                     span_id=_json_optional_id(r.get("spanId"), 8, "spanId"),
                     event_name=event_name
