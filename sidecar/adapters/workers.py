@@ -20,6 +20,13 @@ The service is CPU-bound Python, so one process uses one core. With
   doubling to 30 s), counted in ``sidecar_worker_restarts_total``; its
   partitions go to the others meanwhile, and its uncommitted records are read
   again (at-least-once, as for any replica);
+- the workers join the group together: each, once loaded (imports,
+  settings, rubrics), says so in a start gate (``SIDECAR_WORKER_GATE``, a
+  directory) and waits until the supervisor opens it, which it does when all
+  N are loaded (at most ``GATE_TIMEOUT_S`` after they started). One
+  rebalance at start instead of one per worker, so the first worker does not
+  take every partition, read records and then hand half of them over
+  (re-read by the next owner). A worker started again later finds the gate open;
 - SIGTERM or SIGINT is passed to every worker, which shuts down as one
   replica does; workers still running after ``shutdown_timeout_s`` + 15 s are
   killed. The exit code is 0 when every worker exited 0.
@@ -35,7 +42,8 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +58,10 @@ log = logging.getLogger(__name__)
 # Set in a worker's environment: its index (0 runs the canaries).
 WORKER_INDEX_ENV = "SIDECAR_WORKER_INDEX"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# Set in a worker's environment: the start gate's directory (see the module docstring).
+GATE_ENV = "SIDECAR_WORKER_GATE"
+GATE_TIMEOUT_S = 30.0
+_GATE_POLL_S = 0.02
 KILL_GRACE_S = 15.0
 BACKOFF_MAX_S = 30.0
 
@@ -58,6 +70,32 @@ def worker_index(environ: dict[str, str] | os._Environ[str] = os.environ) -> int
     """This process's worker index, or None when it is not a supervised worker."""
     value = environ.get(WORKER_INDEX_ENV)
     return int(value) if value is not None and value.isdigit() else None
+
+
+def pass_gate(
+    index: int,
+    environ: dict[str, str] | os._Environ[str] = os.environ,
+    *,
+    timeout_s: float = GATE_TIMEOUT_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """A worker: say it is loaded, then wait until the gate opens; False if it timed out.
+
+    Without a gate in ``environ`` (not supervised, or an older supervisor) it
+    returns True at once.
+    """
+    gate = environ.get(GATE_ENV)
+    if not gate:
+        return True
+    directory = Path(gate)
+    (directory / f"loaded-{index}").touch()
+    deadline = clock() + timeout_s
+    while not (directory / "open").exists():
+        if clock() >= deadline:
+            return False
+        sleep(_GATE_POLL_S)
+    return True
 
 
 @dataclass
@@ -100,6 +138,9 @@ class Supervisor:
             self.registry, self._readiness, settings.metrics.host, settings.metrics.port
         )
         self._stopping = asyncio.Event()
+        self.gate = self.metrics_dir / "gate"
+        shutil.rmtree(self.gate, ignore_errors=True)  # an earlier run's, in a given directory
+        self.gate.mkdir()
 
     # -- processes -------------------------------------------------------------------
 
@@ -108,6 +149,7 @@ class Supervisor:
         env.update(
             {
                 WORKER_INDEX_ENV: str(index),
+                GATE_ENV: str(self.gate),
                 MULTIPROC_ENV: str(self.metrics_dir),
                 # Each worker's own endpoint: loopback, a free port (debugging only).
                 "SIDECAR_METRICS__HOST": "127.0.0.1",
@@ -148,6 +190,21 @@ class Supervisor:
             if self._stopping.is_set():
                 return
 
+    async def _open_gate(self, timeout_s: float = GATE_TIMEOUT_S) -> None:
+        """Open the start gate once every worker is loaded, or after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        wanted = {f"loaded-{w.index}" for w in self.workers}
+        while loop.time() < deadline:
+            if wanted <= {p.name for p in self.gate.iterdir()}:
+                break
+            await asyncio.sleep(_GATE_POLL_S)
+        else:
+            log.warning(
+                "not every worker loaded within %.0fs; letting the loaded ones start", timeout_s
+            )
+        (self.gate / "open").touch()
+
     def _alive(self) -> int:
         return sum(1 for w in self.workers if w.proc is not None and w.proc.returncode is None)
 
@@ -180,9 +237,11 @@ class Supervisor:
         """Serve until ``stop`` is set, then stop the workers; 0 when all exited 0."""
         await self.server.start()
         keepers = [asyncio.create_task(self._keep(w)) for w in self.workers]
+        opener = asyncio.create_task(self._open_gate())
         try:
             await stop.wait()
         finally:
+            opener.cancel()
             self._stopping.set()
             await self._terminate(keepers)
             await self.server.stop()

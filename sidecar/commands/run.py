@@ -14,7 +14,7 @@ from typing import Any
 
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import verdict_spans
-from sidecar.adapters.workers import Supervisor, worker_command, worker_index
+from sidecar.adapters.workers import Supervisor, pass_gate, worker_command, worker_index
 from sidecar.app import Service
 from sidecar.canary_schedule import CanarySchedule, load_sets
 from sidecar.errors import UsageError
@@ -82,6 +82,10 @@ def handle(args: argparse.Namespace) -> int:
         "on" if judge is not None else "off (no credentials)",
         len(sets),
     )
+    if index is not None and not pass_gate(index):
+        logging.getLogger("sidecar").warning(
+            "worker %d: the other workers were not loaded in time; starting anyway", index
+        )
     asyncio.run(_run(service, canaries, orphan_watch=index is not None))
     spans.shutdown()
     return 0

@@ -1,0 +1,85 @@
+"""The workers' start gate: each says it is loaded and waits; the supervisor opens it for all."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from sidecar.adapters.workers import GATE_ENV, Supervisor, pass_gate
+from sidecar.settings import Settings
+
+
+class FakeTime:
+    def __init__(self, on_sleep: object = None) -> None:
+        self.now = 0.0
+        self.sleeps = 0
+        self.on_sleep = on_sleep
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+        if callable(self.on_sleep):
+            self.on_sleep(self.sleeps)
+
+
+def test_without_a_gate_a_worker_starts_at_once() -> None:
+    fake = FakeTime()
+    assert pass_gate(0, {}, sleep=fake.sleep, clock=fake.clock)
+    assert fake.sleeps == 0
+
+
+def test_a_worker_says_it_is_loaded_and_waits_until_the_gate_opens(tmp_path: Path) -> None:
+    def open_after_five(sleeps: int) -> None:
+        assert (tmp_path / "loaded-3").exists()  # said before waiting
+        if sleeps == 5:
+            (tmp_path / "open").touch()
+
+    fake = FakeTime(open_after_five)
+    assert pass_gate(3, {GATE_ENV: str(tmp_path)}, sleep=fake.sleep, clock=fake.clock)
+    assert fake.sleeps == 5
+
+
+def test_a_gate_that_stays_shut_lets_the_worker_start_after_the_timeout(tmp_path: Path) -> None:
+    fake = FakeTime()
+    passed = pass_gate(
+        0, {GATE_ENV: str(tmp_path)}, timeout_s=1.0, sleep=fake.sleep, clock=fake.clock
+    )
+    assert not passed
+    assert 1.0 <= fake.now < 1.1
+
+
+def test_a_worker_started_again_later_finds_the_gate_open(tmp_path: Path) -> None:
+    (tmp_path / "open").touch()
+    fake = FakeTime()
+    assert pass_gate(1, {GATE_ENV: str(tmp_path)}, sleep=fake.sleep, clock=fake.clock)
+    assert fake.sleeps == 0
+
+
+def _supervisor(tmp_path: Path, workers: int) -> Supervisor:
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "gate").mkdir()
+    (tmp_path / "metrics" / "gate" / "open").touch()  # left by an earlier run
+    return Supervisor(Settings(), ["true"], workers, metrics_dir=tmp_path / "metrics")
+
+
+async def test_the_supervisor_opens_the_gate_when_every_worker_is_loaded(tmp_path: Path) -> None:
+    supervisor = _supervisor(tmp_path, 2)
+    assert not (supervisor.gate / "open").exists()  # an earlier run's gate is cleared
+    assert supervisor._env(1)[GATE_ENV] == str(supervisor.gate)
+    opener = asyncio.create_task(supervisor._open_gate(timeout_s=30))
+    (supervisor.gate / "loaded-0").touch()
+    await asyncio.sleep(0.1)
+    assert not (supervisor.gate / "open").exists()  # one of two loaded
+    (supervisor.gate / "loaded-1").touch()
+    await asyncio.wait_for(opener, 5)
+    assert (supervisor.gate / "open").exists()
+
+
+async def test_the_supervisor_opens_the_gate_after_the_timeout(tmp_path: Path) -> None:
+    supervisor = _supervisor(tmp_path, 2)
+    (supervisor.gate / "loaded-0").touch()
+    await asyncio.wait_for(supervisor._open_gate(timeout_s=0.2), 5)
+    assert (supervisor.gate / "open").exists()
