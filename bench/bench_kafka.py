@@ -235,12 +235,16 @@ def check_verdicts(got: list[str], expected: list[str], what: str) -> str:
     )
 
 
-async def check_offsets(bootstrap: str, topic: str, group: str) -> str:
+async def check_offsets(bootstrap: str, topic: str, group: str, log: Path) -> str:
     """After a graceful stop the group has committed every record of the topic; else exit 1."""
     committed = await committed_offsets(bootstrap, group, topic)
     ends = await end_offsets(bootstrap, topic)
     if committed != ends:
-        sys.exit(f"{group}: committed offsets {committed}, but the topic ends at {ends}")
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])  # noqa: ASYNC240
+        sys.exit(
+            f"{group}: committed offsets {dict(sorted(committed.items()))}, but the topic ends "
+            f"at {dict(sorted(ends.items()))}; the end of the sidecar's log:\n{tail}"
+        )
     return f"{group}: committed offsets = the topic's end offsets {dict(sorted(ends.items()))}"
 
 
@@ -508,6 +512,9 @@ def main() -> None:
         default="1",
         help="comma-separated worker counts to run sidecar with, e.g. 1,2 (default 1)",
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, help="copy each reader's log into this directory at the end"
+    )
     args = parser.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if "collector" not in skip and not args.otelcol.is_file():
@@ -551,9 +558,20 @@ def main() -> None:
                     )
                     checks.append(check_verdicts(got, expected, f"sidecar run --workers {n}"))
                     checks.append(
-                        asyncio.run(check_offsets(bootstrap, topic, sidecar_group(topic, n)))
+                        asyncio.run(
+                            check_offsets(
+                                bootstrap,
+                                topic,
+                                sidecar_group(topic, n),
+                                work / f"sidecar-w{n}" / "sidecar.log",
+                            )
+                        )
                     )
         finally:
+            if args.keep_logs is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for found in work.glob("*/*.log"):
+                    shutil.copy(found, args.keep_logs / f"{found.parent.name}-{found.name}")
             if broker_state is not None:
                 subprocess.run(
                     [

@@ -118,6 +118,8 @@ Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 Decoder = Callable[[bytes, Encoding], list[Span]]
 Planned = tuple[Transcript, list[Case]]
+# How long a member started with others waits for its fair share of partitions.
+FAIR_SHARE_WAIT_S = 10.0
 LogDecoder = Callable[[bytes, Encoding], list[LogRecord]]
 
 
@@ -151,8 +153,12 @@ class Service:
         turns: Callable[[], TurnSink] | None = None,
         turn_source: Callable[[], TurnSource] | None = None,
         conversation_state: Callable[[], ConversationState] | None = None,
+        group_members: int = 1,
     ) -> None:
         self.settings = settings
+        # Members started together in the group (``--workers``): see _fair_share.
+        self.group_members = group_members
+        self._assignments = 0
         self.decoder = decoder
         self.log_decoder = log_decoder
         self._logs_topic = settings.kafka.logs_topic or None
@@ -307,6 +313,7 @@ class Service:
             if self._turns is not None:
                 await self._turns.start()
             await self.source.start(self)
+            await self._fair_share()
             if self._labels is not None:
                 await self._labels.start()
             if self.conversations is not None:
@@ -372,6 +379,34 @@ class Service:
             self._plan_thread.close()
         self.spans.flush()
         await self.server.stop()
+
+    async def _fair_share(self, timeout_s: float = FAIR_SHARE_WAIT_S) -> None:
+        """With ``group_members`` started together, wait to read until this one's share is fair.
+
+        The first member to join gets every partition until the others are let
+        in, which the group does only at its next heartbeat (seconds, on a
+        broker without ``group.initial.rebalance.delay.ms``). Reading meanwhile
+        would evaluate traces whose partitions move on at once, and their new
+        owners read them again. So a member holding more than ``ceil(P / N)``
+        of the P partitions waits (fetching nothing) for the rebalance, at most
+        ``timeout_s``; then it reads what it holds.
+        """
+        members = self.group_members
+        if members <= 1:
+            return
+        deadline = self.clock() + timeout_s
+        while self.clock() < deadline:
+            total = self.source.partition_count()
+            if self._assignments and total and len(self.source.assigned()) <= -(-total // members):
+                return
+            await self.sleep(0.05)
+        log.info(
+            "the group did not spread its partitions over %d members within %.0fs; "
+            "reading partitions %s",
+            members,
+            timeout_s,
+            sorted(self.source.assigned()),
+        )
 
     async def _wait_in_flight(self) -> set[asyncio.Task[None]]:
         """Wait until nothing is in flight or waiting, at most ``shutdown_timeout_s`` on ``sleep``.
@@ -857,6 +892,7 @@ class Service:
     async def on_assigned(self, partitions: set[int]) -> None:
         """Learn from the commit metadata which traces the previous owner decided early."""
         log.info("partitions assigned: %s", sorted(partitions))
+        self._assignments += 1
         self.metrics.rebalances.labels(event="assigned").inc()
         if not partitions:
             return

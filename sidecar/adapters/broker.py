@@ -61,6 +61,10 @@ class Source(Protocol):
 
     def assigned(self) -> set[int]: ...
 
+    def partition_count(self) -> int | None:
+        """How many partitions the spans topic has (None while not known yet)."""
+        ...
+
     def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
         """Records behind the end of each assigned partition, from the next offsets to read."""
         ...

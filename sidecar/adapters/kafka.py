@@ -160,6 +160,10 @@ class KafkaSource:
             tp.partition for tp in self._consumer.assignment() if tp.topic == self._settings.topic
         }
 
+    def partition_count(self) -> int | None:
+        partitions = self._consumer.partitions_for_topic(self._settings.topic)
+        return len(partitions) if partitions else None
+
     def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
         lags: dict[int, int] = {}
         for tp in self._consumer.assignment():

@@ -164,6 +164,9 @@ class MemorySource:
     def assigned(self) -> set[int]:
         return set(self.positions)
 
+    def partition_count(self) -> int | None:
+        return len(self.topic.partitions)
+
     def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
         return {
             p: max(0, self.topic.highwater(p) - next_offsets[p])

@@ -26,7 +26,10 @@ The service is CPU-bound Python, so one process uses one core. With
   N are loaded (at most ``GATE_TIMEOUT_S`` after they started). One
   rebalance at start instead of one per worker, so the first worker does not
   take every partition, read records and then hand half of them over
-  (re-read by the next owner). A worker started again later finds the gate open;
+  (re-read by the next owner). A worker started again later finds the gate open.
+  The group lets the others in only at its next heartbeat, so each worker
+  also waits to read until it holds no more than its share of the partitions
+  (``Service(group_members=N)``, at most 10 s);
 - SIGTERM or SIGINT is passed to every worker, which shuts down as one
   replica does; workers still running after ``shutdown_timeout_s`` + 15 s are
   killed. The exit code is 0 when every worker exited 0.
@@ -60,6 +63,8 @@ WORKER_INDEX_ENV = "SIDECAR_WORKER_INDEX"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Set in a worker's environment: the start gate's directory (see the module docstring).
 GATE_ENV = "SIDECAR_WORKER_GATE"
+# Set in a worker's environment: how many workers the supervisor runs.
+COUNT_ENV = "SIDECAR_WORKER_COUNT"
 GATE_TIMEOUT_S = 30.0
 _GATE_POLL_S = 0.02
 KILL_GRACE_S = 15.0
@@ -70,6 +75,12 @@ def worker_index(environ: dict[str, str] | os._Environ[str] = os.environ) -> int
     """This process's worker index, or None when it is not a supervised worker."""
     value = environ.get(WORKER_INDEX_ENV)
     return int(value) if value is not None and value.isdigit() else None
+
+
+def worker_count(environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """How many workers share this worker's group (1 when not supervised)."""
+    value = environ.get(COUNT_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 def pass_gate(
@@ -150,6 +161,7 @@ class Supervisor:
             {
                 WORKER_INDEX_ENV: str(index),
                 GATE_ENV: str(self.gate),
+                COUNT_ENV: str(len(self.workers)),
                 MULTIPROC_ENV: str(self.metrics_dir),
                 # Each worker's own endpoint: loopback, a free port (debugging only).
                 "SIDECAR_METRICS__HOST": "127.0.0.1",

@@ -14,7 +14,13 @@ from typing import Any
 
 from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import verdict_spans
-from sidecar.adapters.workers import Supervisor, pass_gate, worker_command, worker_index
+from sidecar.adapters.workers import (
+    Supervisor,
+    pass_gate,
+    worker_command,
+    worker_count,
+    worker_index,
+)
 from sidecar.app import Service
 from sidecar.canary_schedule import CanarySchedule, load_sets
 from sidecar.errors import UsageError
@@ -71,7 +77,9 @@ def handle(args: argparse.Namespace) -> int:
     canary_worker = judge is not None and index in (None, 0)
     sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if canary_worker else []
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
-    service = Service(settings, rubrics, metrics=metrics, spans=spans, judge=judge)
+    service = Service(
+        settings, rubrics, metrics=metrics, spans=spans, judge=judge, group_members=worker_count()
+    )
     logging.getLogger("sidecar").info(
         "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s, %d canary sets",
         len(rubrics),
