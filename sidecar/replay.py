@@ -218,7 +218,7 @@ async def stream_verdicts(
     turns: list[TurnRecord] = []
     fed = 0  # traces taken from ``traces``
 
-    async def evaluate(index: int, trace: Trace) -> None:
+    async def verdicts_of(trace: Trace) -> list[Verdict]:
         verdicts: list[Verdict] = []
         try:
             at = clock() if clock is not None else now
@@ -238,7 +238,10 @@ async def stream_verdicts(
         except Exception as exc:
             log.exception("evaluating trace %s failed; it has no verdict", trace.trace_id)
             summary.fault(Fault("evaluate", type(exc).__name__))
-        await done.put((index, verdicts))
+        return verdicts
+
+    async def evaluate(index: int, trace: Trace) -> None:
+        await done.put((index, await verdicts_of(trace)))
 
     async def feed() -> None:
         # One task per trace, created as slots free up, so a long replay holds few tasks.
@@ -269,6 +272,43 @@ async def stream_verdicts(
             key = verdict.outcome.value
             summary.outcomes[key] = summary.outcomes.get(key, 0) + 1
 
+    async def _conversation_verdicts() -> AsyncIterator[tuple[int, list[Verdict]]]:
+        """The conversations of the turns the traces gave, once every trace is done."""
+        specs = {r.id: r.conversational for r in conversational if r.conversational is not None}
+        by_id = {r.id: r for r in conversational}
+        for number, conversation in enumerate(group_conversations(turns, specs)):
+            rubric = by_id[conversation.rubric_id]
+            case = plan_conversation(
+                rubric,
+                conversation.transcript(),
+                conversation.conversation_id,
+                sampler,
+                clock() if clock is not None else now,
+                screen=screen_case,
+                on_fault=summary.fault,
+            )
+            verdict = await conversation_verdict(
+                case,
+                judge,
+                conversation_id=conversation.conversation_id,
+                revision=conversation.revision,
+                on_fault=summary.fault,
+            )
+            summary.conversations += 1
+            count([verdict])
+            yield fed + number, [verdict]
+
+    if judge is None and not isinstance(traces, AsyncIterable):
+        # Nothing to wait for: each trace in turn, without a task and a queue per trace
+        # (the same verdicts, in the same order, as the tasks below would give).
+        for index, trace in enumerate(traces):
+            verdicts = await verdicts_of(trace)
+            fed = index + 1
+            count(verdicts)
+            yield index, verdicts
+        async for later in _conversation_verdicts():
+            yield later
+        return
     feeder = asyncio.create_task(feed())
     try:
         while (item := await done.get()) is not None:
@@ -283,29 +323,8 @@ async def stream_verdicts(
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
-    specs = {r.id: r.conversational for r in conversational if r.conversational is not None}
-    by_id = {r.id: r for r in conversational}
-    for number, conversation in enumerate(group_conversations(turns, specs)):
-        rubric = by_id[conversation.rubric_id]
-        case = plan_conversation(
-            rubric,
-            conversation.transcript(),
-            conversation.conversation_id,
-            sampler,
-            clock() if clock is not None else now,
-            screen=screen_case,
-            on_fault=summary.fault,
-        )
-        verdict = await conversation_verdict(
-            case,
-            judge,
-            conversation_id=conversation.conversation_id,
-            revision=conversation.revision,
-            on_fault=summary.fault,
-        )
-        summary.conversations += 1
-        count([verdict])
-        yield fed + number, [verdict]
+    async for later in _conversation_verdicts():
+        yield later
 
 
 async def _aiter(traces: Iterable[Trace] | AsyncIterable[Trace]) -> AsyncIterator[Trace]:
