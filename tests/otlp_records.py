@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
 from sidecar.model import Span
 from tests.builders import trace_id
 
@@ -100,3 +102,27 @@ def span_tree(n: int, *spans: SpanSpec, start_ns: int = 1000, end_ns: int = 900_
     return json.dumps(
         {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": items}]}]}
     ).encode()
+
+
+def fill_any_value(out: AnyValue, value: object) -> AnyValue:
+    """The protobuf ``out`` set to ``value``, children built in place (a copy would re-parse)."""
+    match value:
+        case bool():
+            out.bool_value = value
+        case int():
+            out.int_value = value
+        case float():
+            out.double_value = value
+        case str():
+            out.string_value = value
+        case bytes():
+            out.bytes_value = value
+        case list():
+            out.array_value.SetInParent()  # an empty array is still an array
+            for item in value:
+                fill_any_value(out.array_value.values.add(), item)
+        case dict():
+            out.kvlist_value.SetInParent()
+            for key, item in value.items():
+                fill_any_value(out.kvlist_value.values.add(key=key).value, item)
+    return out

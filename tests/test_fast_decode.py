@@ -37,6 +37,7 @@ from sidecar.model import (
 )
 from sidecar.otlpjson import request_to_dict
 from tests.fuzz_strategies import FUZZ
+from tests.otlp_records import fill_any_value
 
 EVENT_FIELDS: dict[str, Any] = {"name": "exception", "time_unix_nano": 15, "attributes": {"a": 1}}
 SPAN_FIELDS: dict[str, Any] = {
@@ -138,33 +139,9 @@ def _plain_attributes(items: list[KeyValue]) -> tuple[dict[str, object], int]:
 _UNSET = object()
 
 
-def _fill(out: AnyValue, value: object) -> AnyValue:
-    """``out`` set to ``value``, children built in place (a copy would re-parse, depth-bound)."""
-    match value:
-        case bool():
-            out.bool_value = value
-        case int():
-            out.int_value = value
-        case float():
-            out.double_value = value
-        case str():
-            out.string_value = value
-        case bytes():
-            out.bytes_value = value
-        case list():
-            out.array_value.SetInParent()  # an empty array is still an array
-            for item in value:
-                _fill(out.array_value.values.add(), item)
-        case dict():
-            out.kvlist_value.SetInParent()
-            for key, item in value.items():
-                _fill(out.kvlist_value.values.add(key=key).value, item)
-    return out
-
-
 def _kv(key: str, value: object) -> KeyValue:
     kv = KeyValue(key=key)
-    _fill(kv.value, value)
+    fill_any_value(kv.value, value)
     return kv
 
 
@@ -223,9 +200,9 @@ def _request() -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     for resource_deep in (1, 0):
         resource_spans = request.resource_spans.add()
-        _fill(resource_spans.resource.attributes.add(key="service.name").value, "agent")
+        fill_any_value(resource_spans.resource.attributes.add(key="service.name").value, "agent")
         for _ in range(resource_deep):
-            _fill(resource_spans.resource.attributes.add(key="deep").value, too_deep)
+            fill_any_value(resource_spans.resource.attributes.add(key="deep").value, too_deep)
         for scope in ("a", "b"):
             scope_spans = resource_spans.scope_spans.add()
             scope_spans.scope.name = scope
@@ -235,12 +212,12 @@ def _request() -> ExportTraceServiceRequest:
                     span_id=bytes([1 + own, resource_deep, ord(scope), 0, 0, 0, 0, 1]),
                     name=f"span {own}",
                 )
-                _fill(pb.attributes.add(key="text").value, "t")
+                fill_any_value(pb.attributes.add(key="text").value, "t")
                 if own:
-                    _fill(pb.attributes.add(key="deep").value, too_deep)
+                    fill_any_value(pb.attributes.add(key="deep").value, too_deep)
                 if own == 2:
                     event = pb.events.add(name="e", time_unix_nano=3)
-                    _fill(event.attributes.add(key="deep").value, too_deep)
+                    fill_any_value(event.attributes.add(key="deep").value, too_deep)
     return request
 
 

@@ -29,29 +29,14 @@ from sidecar.errors import DecodeError
 from sidecar.model import Flag, Outcome
 from sidecar.transcript import _readable, build_transcript
 from tests.builders import span, trace, transcript
+from tests.otlp_records import fill_any_value
 
 TRACE = bytes.fromhex("5b8efff798038103d269b633813fc60c")
 SPAN = bytes.fromhex("eee19b7ec3c1b174")
 
 
 def _any(value: object) -> AnyValue:
-    out = AnyValue()
-    match value:
-        case bool():
-            out.bool_value = value
-        case int():
-            out.int_value = value
-        case float():
-            out.double_value = value
-        case str():
-            out.string_value = value
-        case bytes():
-            out.bytes_value = value
-        case list():
-            out.array_value.values.extend(_any(v) for v in value)
-        case dict():
-            out.kvlist_value.values.extend(KeyValue(key=k, value=_any(v)) for k, v in value.items())
-    return out
+    return fill_any_value(AnyValue(), value)
 
 
 def _nested(depth: int) -> object:
