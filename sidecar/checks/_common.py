@@ -26,16 +26,33 @@ class Finding:
     detail: str
 
 
+class _FindingDraft:
+    __slots__ = Finding.__slots__
+
+
+def _finding(outcome: Outcome, detail: str) -> Finding:
+    # As sidecar.model.new_check_result: a draft made the record, without per-field setattr.
+    draft: Any = _blank(_FindingDraft)
+    draft.outcome = outcome
+    draft.detail = detail
+    draft.__class__ = Finding
+    finding: Finding = draft
+    return finding
+
+
+_blank = object.__new__
+
+
 def passed(detail: str) -> Finding:
-    return Finding(Outcome.PASS, one_line(detail))
+    return _finding(Outcome.PASS, one_line(detail))
 
 
 def failed(detail: str) -> Finding:
-    return Finding(Outcome.FAIL, one_line(detail))
+    return _finding(Outcome.FAIL, one_line(detail))
 
 
 def errored(detail: str) -> Finding:
-    return Finding(Outcome.ERROR, one_line(detail))
+    return _finding(Outcome.ERROR, one_line(detail))
 
 
 def no_answer(transcript: Transcript) -> Finding:

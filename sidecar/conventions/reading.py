@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message
@@ -51,6 +51,47 @@ class Reading:
     outputs: tuple[Message, ...] | None = None
     tool: ToolCall | None = None
     models: tuple[str, ...] = ()
+
+
+class _ReadingDraft:
+    __slots__ = Reading.__slots__
+
+
+def new_reading(
+    convention: str,
+    role: Role,
+    *,
+    strong: bool = True,
+    agent_name: str | None = None,
+    input_text: str | None = None,
+    output_text: str | None = None,
+    inputs: tuple[Message, ...] | None = None,
+    outputs: tuple[Message, ...] | None = None,
+    tool: ToolCall | None = None,
+    models: tuple[str, ...] = (),
+) -> Reading:
+    """``Reading(...)`` without the frozen dataclass's per-field cost.
+
+    A writable draft with the record's slot layout becomes the record by
+    assigning ``__class__`` (as ``sidecar.conventions.messages.new_message``).
+    """
+    draft: Any = _new(_ReadingDraft)
+    draft.convention = convention
+    draft.role = role
+    draft.strong = strong
+    draft.agent_name = agent_name
+    draft.input_text = input_text
+    draft.output_text = output_text
+    draft.inputs = inputs
+    draft.outputs = outputs
+    draft.tool = tool
+    draft.models = models
+    draft.__class__ = Reading
+    reading: Reading = draft
+    return reading
+
+
+_new = object.__new__
 
 
 class Reader(Protocol):
