@@ -8,7 +8,14 @@ from sidecar.conventions.attributes import json_text, models_of, parse_json, str
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import parse_messages
 from sidecar.conventions.otel_genai import genai_inputs, genai_operation, genai_outputs, name_after
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
 from sidecar.model import AttrValue, Span, new_tool_call
 
 ADK_V1 = "adk_v1"
@@ -92,4 +99,5 @@ CONVENTION = Convention(
     read=read_adk_v1,
     precedence=10,
     root_spans=RootSpans(name_prefixes=("invocation",)),
+    claims=Claims(scopes=frozenset({_ADK_SCOPE}), keys=frozenset(_ADK_KEYS)),
 )

@@ -12,7 +12,14 @@ from sidecar.conventions.attributes import (
 )
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message, parse_message, parse_messages, unwrap_io
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
 from sidecar.model import Attributes, AttrValue, Span, new_tool_call
 
 OPENINFERENCE = "openinference"
@@ -124,4 +131,5 @@ CONVENTION = Convention(
     read=read_openinference,
     precedence=20,
     root_spans=RootSpans(),
+    claims=Claims(keys=frozenset({"openinference.span.kind"})),
 )

@@ -16,13 +16,21 @@ from sidecar.conventions.attributes import (
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message, parse_message, unwrap_io
 from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
 from sidecar.model import Attributes, AttrValue, Span, new_tool_call
 
 OPENLLMETRY = "openllmetry"
 
 # Flattened legacy message keys, ``gen_ai.prompt.0.content`` (tested key by key in C).
-_LEGACY_KEY = operator.methodcaller("startswith", ("gen_ai.prompt.", "gen_ai.completion."))
+_LEGACY_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.")
+_LEGACY_KEY = operator.methodcaller("startswith", _LEGACY_PREFIXES)
 
 
 def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | None:
@@ -119,4 +127,8 @@ CONVENTION = Convention(
     read=read_openllmetry,
     precedence=30,
     root_spans=RootSpans(),
+    claims=Claims(
+        keys=frozenset({"traceloop.span.kind", "llm.request.type"}),
+        key_prefixes=_LEGACY_PREFIXES,
+    ),
 )

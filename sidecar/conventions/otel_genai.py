@@ -178,4 +178,5 @@ CONVENTION = Convention(
             ("gen_ai.operation.name", "invoke_workflow"),
         ),
     ),
+    claims=None,  # any span with a GenAI operation, told from its name or attributes
 )
