@@ -7,6 +7,10 @@
 - ``read_span`` skips the readers whose ``Convention.claims`` a span does not
   show: each such reader returns ``None`` for it, and the reading is the one
   trying every reader in precedence gives;
+- ``schema_violation`` skips the JSON Schema validator when a simple schema's
+  compiled test (``certainly_valid``) says the instance is valid: that test is
+  never wrong (the validator finds no error), and the violation text is the
+  validator's own, for any simple schema and instance.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.checks._common import Finding, _finding
+from sidecar.checks._common import Finding, _finding, schema_violation
+from sidecar.checks.schema import certainly_valid, new_validator
 from sidecar.conventions import CONVENTIONS, READERS, Claims, read_span
 from sidecar.conventions.messages import (
     Message,
@@ -196,3 +201,115 @@ def test_the_genai_reader_claims_any_span() -> None:
     reading = read_span(span("chat m", attrs={"gen_ai.operation.name": "chat"}))
     assert reading is not None
     assert reading.convention == "otel_genai"
+
+
+# --- JSON Schema: certainly valid --------------------------------------------------------
+
+_KEYS = ["a", "b", "order_id", "amount"]
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 600)
+    | st.sampled_from([0.0, 1.0, 2.5, -1.5, 500.0, 500.5, float("inf"), float("nan"), 10**30])
+    | st.sampled_from(["", "x", "A1", "abc", "日本"])
+)
+_instances = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner),
+    max_leaves=8,
+)
+_TYPE_NAMES = ["object", "array", "string", "number", "integer", "boolean", "null"]
+_numbers = st.integers(-2, 501) | st.sampled_from([0.5, 500.0, 1e3])
+
+
+def _schemas(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keyword = st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(_TYPE_NAMES)
+            | st.lists(st.sampled_from(_TYPE_NAMES), min_size=1, max_size=3),
+            "required": st.lists(st.sampled_from(_KEYS), max_size=2, unique=True),
+            "properties": st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3),
+            "additionalProperties": st.booleans() | inner,
+            "items": st.booleans() | inner,
+            "minimum": _numbers,
+            "maximum": _numbers,
+            "exclusiveMinimum": _numbers,
+            "exclusiveMaximum": _numbers,
+            "minLength": st.integers(0, 3),
+            "maxLength": st.integers(0, 3),
+            "enum": st.lists(_scalars, max_size=4),
+            "const": _scalars,
+            "title": st.just("t"),
+        },
+    )
+    return keyword | st.booleans()
+
+
+_simple_schemas = st.recursive(_schemas(st.just({})), _schemas, max_leaves=6)
+
+
+def _validator_only(schema: Any, instance: object) -> str | None:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(new_validator(schema).iter_errors(instance))
+    return None if error is None else f"{error.json_path}: {error.message}"
+
+
+@FUZZ_WIDE
+@given(_simple_schemas, _instances)
+def test_certainly_valid_is_never_wrong(schema: Any, instance: object) -> None:
+    certain = certainly_valid(schema)
+    if certain is not None and certain(instance):
+        assert _validator_only(schema, instance) is None
+
+
+@FUZZ_WIDE
+@given(_simple_schemas, _instances)
+def test_schema_violation_is_the_validators(schema: Any, instance: object) -> None:
+    assert schema_violation(schema, instance) == _validator_only(schema, instance)
+
+
+_BENCH_SCHEMA = {
+    "type": "object",
+    "required": ["order_id", "amount"],
+    "properties": {"amount": {"type": "number", "maximum": 500}},
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance", "certain"),
+    [
+        pytest.param(_BENCH_SCHEMA, {"order_id": "A1", "amount": 41.65}, True, id="valid-args"),
+        pytest.param(_BENCH_SCHEMA, {"order_id": "A1", "amount": 600}, False, id="over-maximum"),
+        pytest.param(_BENCH_SCHEMA, {"order_id": "A1"}, False, id="missing-required"),
+        pytest.param(_BENCH_SCHEMA, {"order_id": "A1", "amount": True}, False, id="bool-number"),
+        pytest.param({"type": "string"}, "Done: $41.65 refunded.", True, id="text"),
+        pytest.param({"type": "integer"}, 1.0, False, id="float-integer-not-certain"),
+        pytest.param({"enum": [1, "a"]}, True, False, id="bool-is-not-1"),
+        pytest.param({"enum": [1, "a"]}, "a", True, id="enum"),
+        pytest.param({"maximum": 5}, float("nan"), False, id="nan-not-certain"),
+    ],
+)
+def test_certainly_valid_examples(schema: Any, instance: object, certain: bool) -> None:
+    test = certainly_valid(schema)
+    assert test is not None
+    assert test(instance) is certain
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pytest.param({"type": "string", "format": "date"}, id="format-asserted"),
+        pytest.param({"pattern": "^a"}, id="pattern"),
+        pytest.param({"$ref": "#/$defs/x", "$defs": {"x": {}}}, id="ref"),
+        pytest.param({"properties": {"a": {"anyOf": [{}]}}}, id="nested-combinator"),
+        pytest.param({"type": "strings"}, id="unknown-type"),
+        pytest.param({"maximum": "5"}, id="bound-not-a-number"),
+        pytest.param({"required": "a"}, id="required-not-a-list"),
+        pytest.param({"items": [{}]}, id="items-list"),
+        pytest.param({"enum": [1], "const": 1}, id="enum-and-const"),
+    ],
+)
+def test_certainly_valid_leaves_other_schemas_to_the_validator(schema: Any) -> None:
+    assert certainly_valid(schema) is None
