@@ -313,3 +313,31 @@ def test_certainly_valid_examples(schema: Any, instance: object, certain: bool) 
 )
 def test_certainly_valid_leaves_other_schemas_to_the_validator(schema: Any) -> None:
     assert certainly_valid(schema) is None
+
+
+def test_read_span_remembers_claims_by_keys_not_by_scope() -> None:
+    attrs = {"gen_ai.operation.name": "chat"}
+    first = read_span(span("call_llm", scope="other", attrs=attrs))
+    in_adk = read_span(span("call_llm", scope="gcp.vertex.agent", attrs=attrs))
+    again = read_span(span("call_llm", scope="other", attrs=attrs))
+    assert first is not None
+    assert in_adk is not None
+    assert again is not None
+    assert (first.convention, in_adk.convention, again.convention) == (
+        "otel_genai",
+        "adk_v1",
+        "otel_genai",
+    )
+
+
+def test_read_span_reads_claimed_keys_after_unclaimed_ones() -> None:
+    # Same keys in another order, then one more key: each key tuple is decided anew.
+    plain = read_span(span("x", attrs={"a": "1", "gen_ai.operation.name": "chat"}))
+    legacy = read_span(
+        span(
+            "x", attrs={"a": "1", "gen_ai.operation.name": "chat", "gen_ai.prompt.0.content": "hi"}
+        )
+    )
+    assert plain is not None
+    assert legacy is not None
+    assert (plain.convention, legacy.convention) == ("otel_genai", "openllmetry")

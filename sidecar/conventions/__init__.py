@@ -98,6 +98,13 @@ _CLAIMED: Claims = functools.reduce(
 )
 _UNCLAIMING: tuple[Reader, ...] = tuple(c.read for c in _BY_PRECEDENCE if c.claims is None)
 
+# Whether a span outside the claimed scopes shows a claim depends on its attribute
+# keys alone, and the spans of one instrumentation share their keys: decided once per
+# key tuple (up to _MAX_KEYS keys), for up to _MAX_SHOWN tuples, then started over.
+_SHOWN: dict[tuple[str, ...], bool] = {}
+_MAX_SHOWN = 512
+_MAX_KEYS = 64
+
 ROOT_SPANS: RootSpans = functools.reduce(
     operator.or_, (c.root_spans for c in CONVENTIONS), RootSpans()
 )
@@ -106,8 +113,22 @@ ROOT_SPANS: RootSpans = functools.reduce(
 def read_span(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     """The first reading of ``span``; ``memo`` shares parsed messages across one trace."""
     # Readers whose claims the span does not show would return None: not tried.
-    for reader in READERS if _CLAIMED.shown_by(span) else _UNCLAIMING:
+    for reader in READERS if _claimed(span) else _UNCLAIMING:
         reading = reader(span, memo)
         if reading is not None:
             return reading
     return None
+
+
+def _claimed(span: Span) -> bool:
+    """``_CLAIMED.shown_by(span)``, remembered by attribute keys."""
+    if span.scope_name in _CLAIMED.scopes or len(span.attributes) > _MAX_KEYS:
+        return _CLAIMED.shown_by(span)
+    keys = tuple(span.attributes)
+    shown = _SHOWN.get(keys)
+    if shown is None:
+        shown = _CLAIMED.shown_by(span)
+        if len(_SHOWN) >= _MAX_SHOWN:
+            _SHOWN.clear()
+        _SHOWN[keys] = shown
+    return shown
