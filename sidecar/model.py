@@ -264,6 +264,43 @@ class ToolCall:
     span_id: str | None = None
 
 
+# The transcript and the checks build many ToolCall and CheckResult records; a frozen
+# dataclass costs one object.__setattr__ per field. These builders fill a writable
+# draft with the record's slot layout and make it the record by assigning __class__
+# (allowed between classes with the same slots; a drifting layout raises TypeError).
+# The result is the very record the constructor gives (equality, hash, repr, replace).
+
+
+class _ToolCallDraft:
+    __slots__ = ToolCall.__slots__
+
+
+def new_tool_call(
+    name: str,
+    call_id: str | None = None,
+    arguments: str | None = None,
+    result: str | None = None,
+    error: str | None = None,
+    untrusted: bool = False,
+    span_id: str | None = None,
+) -> ToolCall:
+    """``ToolCall(...)`` without the frozen dataclass's per-field cost."""
+    draft: Any = _blank(_ToolCallDraft)
+    draft.name = name
+    draft.call_id = call_id
+    draft.arguments = arguments
+    draft.result = result
+    draft.error = error
+    draft.untrusted = untrusted
+    draft.span_id = span_id
+    draft.__class__ = ToolCall
+    call: ToolCall = draft
+    return call
+
+
+_blank = object.__new__
+
+
 class ContentField(enum.StrEnum):
     """Content a producer may or may not capture (label of sidecar_content_not_captured_total)."""
 
@@ -389,6 +426,22 @@ class CheckResult:
     outcome: Outcome
     gate: bool = True
     detail: str = ""
+
+
+class _CheckResultDraft:
+    __slots__ = CheckResult.__slots__
+
+
+def new_check_result(name: str, outcome: Outcome, gate: bool, detail: str) -> CheckResult:
+    """``CheckResult(...)`` without the frozen dataclass's per-field cost (as ``new_tool_call``)."""
+    draft: Any = _blank(_CheckResultDraft)
+    draft.name = name
+    draft.outcome = outcome
+    draft.gate = gate
+    draft.detail = detail
+    draft.__class__ = CheckResult
+    result: CheckResult = draft
+    return result
 
 
 @dataclass(frozen=True, slots=True)

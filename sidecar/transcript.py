@@ -58,6 +58,7 @@ import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sidecar.bounds import MAX_NESTING, json_too_deep, value_depth
 from sidecar.capture import read_capture
@@ -89,6 +90,7 @@ from sidecar.model import (
     ToolCall,
     Trace,
     Transcript,
+    new_tool_call,
 )
 
 __all__ = ["build_transcript", "error_message"]
@@ -101,6 +103,24 @@ class _Step:
     span: Span
     reading: Reading | None
     depth: int
+
+
+class _StepDraft:
+    __slots__ = _Step.__slots__
+
+
+def _new_step(span: Span, reading: Reading | None, depth: int) -> _Step:
+    # As sidecar.model.new_tool_call: a draft made the record, without per-field setattr.
+    draft: Any = _blank(_StepDraft)
+    draft.span = span
+    draft.reading = reading
+    draft.depth = depth
+    draft.__class__ = _Step
+    step: _Step = draft
+    return step
+
+
+_blank = object.__new__
 
 
 def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Transcript:
@@ -119,7 +139,7 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         )
     depths = _depths(spans)
     memo = MessageMemo()
-    steps = [_Step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
+    steps = [_new_step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
     root = _root(steps)
     agents = _agent_steps(steps)
     agent = agents[0] if agents else None
@@ -576,7 +596,7 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
             results = results_by_name.get(request.name, [])
             result = results[k] if k < len(results) else None
         calls.append(
-            (when, ToolCall(request.name, request.call_id, request.arguments, result=result))
+            (when, new_tool_call(request.name, request.call_id, request.arguments, result=result))
         )
     return calls
 

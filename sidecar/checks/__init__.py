@@ -39,7 +39,7 @@ from sidecar.checks.grounding import GROUNDED_NUMBERS
 from sidecar.checks.required import REQUIRED_TOOL_CALLS
 from sidecar.checks.tools import MAX_TOOL_CALLS, TOOL_ALLOWLIST, TOOL_ARGUMENTS, TOOL_DENYLIST
 from sidecar.checks.trace import MAX_LATENCY_MS, NO_ERROR_SPANS
-from sidecar.model import CheckResult, Transcript
+from sidecar.model import CheckResult, Transcript, new_check_result
 
 __all__ = ["CHECK_TYPES", "CheckSpec", "about_tools", "run_check", "run_checks"]
 
@@ -120,6 +120,4 @@ def run_check(
         finding = errored(f"trace truncated, inconclusive: {finding.detail}")
     elif fragment is not None and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"{fragment}, inconclusive: {finding.detail}")
-    return CheckResult(
-        name=spec.name, outcome=finding.outcome, gate=spec.gate, detail=finding.detail
-    )
+    return new_check_result(spec.name, finding.outcome, spec.gate, finding.detail)

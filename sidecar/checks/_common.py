@@ -12,7 +12,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from sidecar.bounds import json_too_deep
-from sidecar.checks.schema import new_validator
+from sidecar.checks.schema import Certain, certainly_valid, new_validator
 from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
 
 _DETAIL_LIMIT = 240
@@ -26,16 +26,33 @@ class Finding:
     detail: str
 
 
+class _FindingDraft:
+    __slots__ = Finding.__slots__
+
+
+def _finding(outcome: Outcome, detail: str) -> Finding:
+    # As sidecar.model.new_check_result: a draft made the record, without per-field setattr.
+    draft: Any = _blank(_FindingDraft)
+    draft.outcome = outcome
+    draft.detail = detail
+    draft.__class__ = Finding
+    finding: Finding = draft
+    return finding
+
+
+_blank = object.__new__
+
+
 def passed(detail: str) -> Finding:
-    return Finding(Outcome.PASS, one_line(detail))
+    return _finding(Outcome.PASS, one_line(detail))
 
 
 def failed(detail: str) -> Finding:
-    return Finding(Outcome.FAIL, one_line(detail))
+    return _finding(Outcome.FAIL, one_line(detail))
 
 
 def errored(detail: str) -> Finding:
-    return Finding(Outcome.ERROR, one_line(detail))
+    return _finding(Outcome.ERROR, one_line(detail))
 
 
 def no_answer(transcript: Transcript) -> Finding:
@@ -137,26 +154,33 @@ def schema_violation(schema: Mapping[str, Any], instance: object) -> str | None:
     Formats (``date``, ``email`` ...) are asserted: a rubric author who writes
     ``format: date`` expects a wrong date to fail, not to be an annotation.
     """
-    error = best_match(_validator(schema).iter_errors(instance))
+    validator, certain = _validator(schema)
+    # Most instances are valid: a simple schema's compiled test says so without the
+    # validator; every violation, and whatever it is not certain of, the validator words.
+    if certain is not None and certain(instance):
+        return None
+    error = best_match(validator.iter_errors(instance))
     if error is None:
         return None
     return f"{error.json_path}: {error.message}"
 
 
-# Validators by the identity of their schema: a rubric's schema lives as long as
-# the rubric, and building a validator costs about half of using it. The schema
-# is held next to its validator, so its id cannot be reused while cached. Rubric
-# sets hold far fewer schemas than the bound; past it the cache starts over.
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator]] = {}
+# Validators (and the compiled certainly-valid test of a simple schema) by the
+# identity of their schema: a rubric's schema lives as long as the rubric, and
+# building a validator costs about half of using it. The schema is held next to its
+# validator, so its id cannot be reused while cached. Rubric sets hold far fewer
+# schemas than the bound; past it the cache starts over.
+_Compiled = tuple[jsonschema.Draft202012Validator, Certain | None]
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], _Compiled]] = {}
 _MAX_VALIDATORS = 256
 
 
-def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
+def _validator(schema: Mapping[str, Any]) -> _Compiled:
     cached = _VALIDATORS.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
-    validator = new_validator(schema)  # RE2 patterns, nothing fetched
+    compiled = (new_validator(schema), certainly_valid(schema))  # RE2 patterns, nothing fetched
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
-    _VALIDATORS[id(schema)] = (schema, validator)
-    return validator
+    _VALIDATORS[id(schema)] = (schema, compiled)
+    return compiled

@@ -18,13 +18,22 @@ At evaluation, :func:`new_validator` builds a 2020-12 validator whose
 registry cannot retrieve anything (a reference that slipped through fails to
 resolve, which the check runner turns into ERROR) and whose ``pattern`` and
 ``patternProperties`` match with RE2, in time linear in the text.
+
+The validator is pure Python and slow; most instances are valid. For a schema
+written only with the simple keywords (``type``, ``required``, ``properties``,
+``additionalProperties``, ``items``, the numeric bounds, ``minLength``/
+``maxLength``, ``enum``, ``const``, annotations), :func:`certainly_valid`
+compiles a test that says ``True`` only for an instance the validator finds
+valid; ``False`` means "not certain", and the validator decides (and words
+every violation) as before.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 from urllib.parse import unquote
 
@@ -34,7 +43,13 @@ import referencing
 import referencing.jsonschema
 from referencing.exceptions import NoSuchResource
 
-__all__ = ["check_json_schema", "compile_linear", "linear_regex_problem", "new_validator"]
+__all__ = [
+    "certainly_valid",
+    "check_json_schema",
+    "compile_linear",
+    "linear_regex_problem",
+    "new_validator",
+]
 
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 _ROOT_ONLY = ("$id", "$schema")
@@ -268,3 +283,232 @@ def new_validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
     )
     # An extension of Draft202012Validator: the same interface, two keywords replaced.
     return cast("jsonschema.Draft202012Validator", validator)
+
+
+# --- certainly valid: the simple keywords, compiled ------------------------------------
+
+# A test of an instance: True only when the schema's validator finds it valid.
+Certain = Callable[[object], bool]
+
+# JSON types as json.loads builds them; "integer" only as int (a float such as 1.0 is
+# an integer to the validator, but not certainly here).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+_ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "$comment",
+        "examples",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    }
+)
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_SIMPLE = _ANNOTATIONS | {
+    "type",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "minLength",
+    "maxLength",
+    "enum",
+    "const",
+    *_BOUNDS,
+}
+# Scalars whose equality the validator and Python agree on when the types are the same.
+_PLAIN_SCALARS = (str, int, bool, type(None))
+_MAX_DEPTH = 16  # deeper schemas are left to the validator
+
+
+def _never(instance: object) -> bool:
+    return False
+
+
+def _always(instance: object) -> bool:
+    return True
+
+
+def certainly_valid(schema: object) -> Certain | None:
+    """A test saying ``True`` only for instances valid under ``schema``; None if not simple.
+
+    ``schema`` is simple when it uses only the keywords named in the module
+    docstring, each with a well-formed value, nested at most 16 deep. The test
+    answers ``False`` whenever it is not certain (a violation, a float where an
+    integer is asked for, a non-finite number, an ``enum`` value of another type).
+    """
+    return _compile(schema, 0)
+
+
+def _compile(schema: object, depth: int) -> Certain | None:
+    if schema is True:
+        return _always
+    if schema is False:
+        return _never
+    if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
+        return None
+    if not all(isinstance(key, str) and key in _SIMPLE for key in schema):
+        return None
+    tests: list[Certain] = []
+    for build in (_type, _bounds, _lengths, _enum, _object, _array):
+        test = build(schema, depth)
+        if test is None:
+            return None
+        if test is not _always:
+            tests.append(test)
+    if not tests:
+        return _always
+    if len(tests) == 1:
+        return tests[0]
+    every = tuple(tests)
+    return lambda instance: all(test(instance) for test in every)
+
+
+def _type(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    if "type" not in schema:
+        return _always
+    names = schema["type"]
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names:
+        return None
+    if not all(isinstance(name, str) and name in _TYPES for name in names):
+        return None
+    # Exact types: a bool is an int to Python, never a number to the validator.
+    allowed = frozenset(kind for name in names for kind in _TYPES[name])
+    return lambda instance: type(instance) in allowed
+
+
+def _number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _bounds(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    bounds = [(key, schema[key]) for key in _BOUNDS if key in schema]
+    if not bounds:
+        return _always
+    if not all(_number(limit) for _, limit in bounds):
+        return None
+    low = [limit for key, limit in bounds if key == "minimum"]
+    high = [limit for key, limit in bounds if key == "maximum"]
+    above = [limit for key, limit in bounds if key == "exclusiveMinimum"]
+    below = [limit for key, limit in bounds if key == "exclusiveMaximum"]
+
+    def test(instance: object) -> bool:
+        if type(instance) is bool or not isinstance(instance, int | float):
+            return True  # the bounds apply to numbers only
+        if not math.isfinite(instance):
+            return False
+        return (
+            all(instance >= limit for limit in low)
+            and all(instance <= limit for limit in high)
+            and all(instance > limit for limit in above)
+            and all(instance < limit for limit in below)
+        )
+
+    return test
+
+
+def _lengths(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    if "minLength" not in schema and "maxLength" not in schema:
+        return _always
+    shortest, longest = schema.get("minLength", 0), schema.get("maxLength")
+    if not (type(shortest) is int and shortest >= 0):
+        return None
+    if longest is not None and not (type(longest) is int and longest >= 0):
+        return None
+
+    def test(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True  # the lengths apply to strings only
+        return len(instance) >= shortest and (longest is None or len(instance) <= longest)
+
+    return test
+
+
+def _enum(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    choices: list[object] = []
+    if "enum" in schema:
+        if not isinstance(schema["enum"], list):
+            return None
+        choices.extend(schema["enum"])
+    if "const" in schema:
+        choices.append(schema["const"])
+    if "enum" not in schema and "const" not in schema:
+        return _always
+    if "enum" in schema and "const" in schema:
+        return None  # both must hold: left to the validator
+    # Only plain scalars of the same type are certainly equal; anything else is left over.
+    plain = {(type(c), c) for c in choices if type(c) in _PLAIN_SCALARS}
+
+    def test(instance: object) -> bool:
+        return type(instance) in _PLAIN_SCALARS and (type(instance), instance) in plain
+
+    return test
+
+
+def _object(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    required = schema.get("required", [])
+    properties = schema.get("properties", {})
+    additional = schema.get("additionalProperties", True)
+    if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
+        return None
+    if not isinstance(properties, Mapping):
+        return None
+    if not required and not properties and additional is True:
+        return _always
+    tests: dict[str, Certain] = {}
+    for key, subschema in properties.items():
+        test = _compile(subschema, depth + 1)
+        if not isinstance(key, str) or test is None:
+            return None
+        if test is not _always:
+            tests[key] = test
+    other = _compile(additional, depth + 1)
+    if other is None:
+        return None
+    names = frozenset(properties)
+    needed = tuple(required)
+
+    def check(instance: object) -> bool:
+        if not isinstance(instance, dict):
+            return True  # the object keywords apply to objects only
+        for key in needed:
+            if key not in instance:
+                return False
+        for key, value in instance.items():
+            test = tests.get(key)
+            if test is not None:
+                if not test(value):
+                    return False
+            elif other is not _always and key not in names and not other(value):
+                return False
+        return True
+
+    return check
+
+
+def _array(schema: Mapping[str, Any], depth: int) -> Certain | None:
+    if "items" not in schema:
+        return _always
+    each = _compile(schema["items"], depth + 1)
+    if each is None or isinstance(schema["items"], list):
+        return None
+    if each is _always:
+        return _always
+
+    def check(instance: object) -> bool:
+        if not isinstance(instance, list):
+            return True  # items applies to arrays only
+        return all(each(item) for item in instance)
+
+    return check

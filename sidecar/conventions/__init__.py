@@ -7,7 +7,9 @@ from it:
 
 - ``read_span`` tries the readers in ascending precedence; the first that
   recognises a span wins and says what kind of step it is (agent, LLM call,
-  tool execution) and what content it carries, as ``Message`` records;
+  tool execution) and what content it carries, as ``Message`` records. A span
+  that shows nothing any convention claims (``Convention.claims``) goes
+  straight to the readers that claim nothing: the same reading, found sooner;
 - ``ALL_CONVENTIONS``: the order in which ``Transcript.conventions`` lists
   them (registry order), so equal traces list them equally;
 - ``ROOT_SPANS``: the spans the assembler may take as a trace's root.
@@ -44,7 +46,7 @@ from sidecar.conventions.messages import (
 from sidecar.conventions.openinference import OPENINFERENCE
 from sidecar.conventions.openllmetry import OPENLLMETRY
 from sidecar.conventions.otel_genai import OTEL_GENAI
-from sidecar.conventions.reading import Convention, Reader, Reading, Role, RootSpans
+from sidecar.conventions.reading import Claims, Convention, Reader, Reading, Role, RootSpans
 from sidecar.model import Span
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "OTEL_GENAI",
     "READERS",
     "ROOT_SPANS",
+    "Claims",
     "Convention",
     "Message",
     "MessageMemo",
@@ -85,7 +88,22 @@ CONVENTIONS: tuple[Convention, ...] = (
 
 ALL_CONVENTIONS: tuple[str, ...] = tuple(c.name for c in CONVENTIONS)
 
-READERS: tuple[Reader, ...] = tuple(c.read for c in sorted(CONVENTIONS, key=lambda c: c.precedence))
+_BY_PRECEDENCE = sorted(CONVENTIONS, key=lambda c: c.precedence)
+
+READERS: tuple[Reader, ...] = tuple(c.read for c in _BY_PRECEDENCE)
+
+# What any convention claims, and the readers (in precedence) of those claiming nothing.
+_CLAIMED: Claims = functools.reduce(
+    operator.or_, (c.claims for c in CONVENTIONS if c.claims is not None), Claims()
+)
+_UNCLAIMING: tuple[Reader, ...] = tuple(c.read for c in _BY_PRECEDENCE if c.claims is None)
+
+# Whether a span outside the claimed scopes shows a claim depends on its attribute
+# keys alone, and the spans of one instrumentation share their keys: decided once per
+# key tuple (up to _MAX_KEYS keys), for up to _MAX_SHOWN tuples, then started over.
+_SHOWN: dict[tuple[str, ...], bool] = {}
+_MAX_SHOWN = 512
+_MAX_KEYS = 64
 
 ROOT_SPANS: RootSpans = functools.reduce(
     operator.or_, (c.root_spans for c in CONVENTIONS), RootSpans()
@@ -94,8 +112,23 @@ ROOT_SPANS: RootSpans = functools.reduce(
 
 def read_span(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     """The first reading of ``span``; ``memo`` shares parsed messages across one trace."""
-    for reader in READERS:
+    # Readers whose claims the span does not show would return None: not tried.
+    for reader in READERS if _claimed(span) else _UNCLAIMING:
         reading = reader(span, memo)
         if reading is not None:
             return reading
     return None
+
+
+def _claimed(span: Span) -> bool:
+    """``_CLAIMED.shown_by(span)``, remembered by attribute keys."""
+    if span.scope_name in _CLAIMED.scopes or len(span.attributes) > _MAX_KEYS:
+        return _CLAIMED.shown_by(span)
+    keys = tuple(span.attributes)
+    shown = _SHOWN.get(keys)
+    if shown is None:
+        shown = _CLAIMED.shown_by(span)
+        if len(_SHOWN) >= _MAX_SHOWN:
+            _SHOWN.clear()
+        _SHOWN[keys] = shown
+    return shown

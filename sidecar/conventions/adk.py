@@ -8,8 +8,15 @@ from sidecar.conventions.attributes import json_text, models_of, parse_json, str
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import parse_messages
 from sidecar.conventions.otel_genai import genai_inputs, genai_operation, genai_outputs, name_after
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
-from sidecar.model import AttrValue, Span, ToolCall
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
+from sidecar.model import AttrValue, Span, new_tool_call
 
 ADK_V1 = "adk_v1"
 
@@ -33,9 +40,9 @@ def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     if not ours:
         return None
     if span.name == "invocation":
-        return Reading(ADK_V1, Role.AGENT, strong=False)
+        return new_reading(ADK_V1, Role.AGENT, strong=False)
     if match := _ADK_AGENT_RUN.match(span.name):
-        return Reading(ADK_V1, Role.AGENT, agent_name=match["name"])
+        return new_reading(ADK_V1, Role.AGENT, agent_name=match["name"])
     if span.name == "call_llm" or _adk_payload(attrs.get("gcp.vertex.agent.llm_request")):
         request = _adk_payload(attrs.get("gcp.vertex.agent.llm_request"))
         response = _adk_payload(attrs.get("gcp.vertex.agent.llm_response"))
@@ -45,7 +52,7 @@ def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
         outputs = None
         if response is not None and response.get("content") is not None:
             outputs = parse_messages([response["content"]], "assistant")
-        return Reading(
+        return new_reading(
             ADK_V1,
             Role.LLM,
             inputs=inputs if inputs is not None else genai_inputs(span, memo),
@@ -56,21 +63,21 @@ def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
         name = str_attr(attrs, "gen_ai.tool.name") or name_after(span.name, "execute_tool ")
         if name is None or name == "(merged tools)" or span.name == "execute_tool (merged)":
             # ADK also records each merged call in a span of its own.
-            return Reading(ADK_V1, Role.OTHER)
+            return new_reading(ADK_V1, Role.OTHER)
         args = _adk_value(attrs.get("gcp.vertex.agent.tool_call_args"))
         result = _adk_value(attrs.get("gcp.vertex.agent.tool_response"))
         if parse_json(result) == {"result": "<not specified>"}:
             result = None
-        tool = ToolCall(
+        tool = new_tool_call(
             name=name,
             call_id=_adk_value(attrs.get("gen_ai.tool.call.id")),
             arguments=args or json_text(attrs.get("gen_ai.tool.call.arguments")),
             result=result or text_of(attrs.get("gen_ai.tool.call.result")),
             span_id=span.span_id,
         )
-        return Reading(ADK_V1, Role.TOOL, tool=tool)
+        return new_reading(ADK_V1, Role.TOOL, tool=tool)
     # Spans in ADK's scope under GenAI names (ADK 1.15+, ADK 2) read better as GenAI.
-    return None if genai_operation(span) else Reading(ADK_V1, Role.OTHER)
+    return None if genai_operation(span) else new_reading(ADK_V1, Role.OTHER)
 
 
 def _adk_value(value: AttrValue) -> str | None:
@@ -92,4 +99,5 @@ CONVENTION = Convention(
     read=read_adk_v1,
     precedence=10,
     root_spans=RootSpans(name_prefixes=("invocation",)),
+    claims=Claims(scopes=frozenset({_ADK_SCOPE}), keys=frozenset(_ADK_KEYS)),
 )

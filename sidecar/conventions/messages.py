@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sidecar.conventions.attributes import json_text, list_of, parse_json, text_of
 from sidecar.model import AttrValue
@@ -45,6 +45,68 @@ class Message:
     text: str | None = None
     tool_requests: tuple[ToolRequest, ...] = ()
     tool_responses: tuple[ToolResponse, ...] = ()
+
+
+# Building a frozen dataclass costs one object.__setattr__ per field; parsing a trace's
+# messages builds many. The parser builds these records through the builders below
+# instead: each fills a writable draft with the record's slot layout, then makes it the
+# record by assigning __class__ (allowed between classes with the same slots; a layout
+# that drifts raises TypeError there). The result is the very record the constructor
+# gives for the same fields (equality, hash, repr, replace).
+
+
+class _MessageDraft:
+    __slots__ = Message.__slots__
+
+
+class _ToolRequestDraft:
+    __slots__ = ToolRequest.__slots__
+
+
+class _ToolResponseDraft:
+    __slots__ = ToolResponse.__slots__
+
+
+_new = object.__new__
+
+
+def new_message(
+    role: str,
+    text: str | None = None,
+    tool_requests: tuple[ToolRequest, ...] = (),
+    tool_responses: tuple[ToolResponse, ...] = (),
+) -> Message:
+    """``Message(...)`` without the frozen dataclass's per-field cost."""
+    draft: Any = _new(_MessageDraft)
+    draft.role = role
+    draft.text = text
+    draft.tool_requests = tool_requests
+    draft.tool_responses = tool_responses
+    draft.__class__ = Message
+    message: Message = draft
+    return message
+
+
+def new_tool_request(name: str, call_id: str | None, arguments: str | None) -> ToolRequest:
+    """``ToolRequest(...)`` without the frozen dataclass's per-field cost."""
+    draft: Any = _new(_ToolRequestDraft)
+    draft.name = name
+    draft.call_id = call_id
+    draft.arguments = arguments
+    draft.__class__ = ToolRequest
+    request: ToolRequest = draft
+    return request
+
+
+def new_tool_response(call_id: str | None, name: str | None, result: str | None) -> ToolResponse:
+    """``ToolResponse(...)`` without the frozen dataclass's per-field cost."""
+    draft: Any = _new(_ToolResponseDraft)
+    draft.call_id = call_id
+    draft.name = name
+    draft.result = result
+    draft.__class__ = ToolResponse
+    response: ToolResponse = draft
+    return response
 
 
 class MessageCache(Protocol):
@@ -82,7 +144,7 @@ def parse_messages(
     data = parse_json(value)
     if isinstance(data, str):
         text = text_of(data)
-        return (Message(default_role, text),) if text else None
+        return (new_message(default_role, text),) if text else None
     if isinstance(data, dict):
         inner = data.get("messages")
         data = inner if isinstance(inner, list) else [data]
@@ -103,7 +165,7 @@ def parse_message(value: object, default_role: str) -> Message | None:
     value = parse_json(value)
     if isinstance(value, str):
         text = text_of(value)
-        return Message(default_role, text) if text else None
+        return new_message(default_role, text) if text else None
     if not isinstance(value, dict):
         return None
     nested = value.get("message")
@@ -124,7 +186,9 @@ def parse_message(value: object, default_role: str) -> Message | None:
             result = text_of(content)
             if content_parts is not None:
                 result = "\n".join(p for p in map(_parse_part, content_parts) if isinstance(p, str))
-            responses.append(ToolResponse(tool_call_id, text_of(value.get("name")), result or None))
+            responses.append(
+                new_tool_response(tool_call_id, text_of(value.get("name")), result or None)
+            )
     elif content_parts is not None:
         _take(content_parts, texts, requests, responses)
     elif (text := text_of(content)) is not None:
@@ -140,7 +204,7 @@ def parse_message(value: object, default_role: str) -> Message | None:
     legacy_call = value.get("function_call")
     if legacy_call is not None and (legacy := _tool_request(legacy_call)) is not None:
         requests.append(legacy)
-    return Message(role, "\n".join(texts) or None, tuple(requests), tuple(responses))
+    return new_message(role, "\n".join(texts) or None, tuple(requests), tuple(responses))
 
 
 def _take(
@@ -202,14 +266,14 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
                 payload = part[key]
                 break
         call_id = part.get("id", part.get("tool_use_id", part.get("call_id")))
-        return ToolResponse(text_of(call_id), text_of(part.get("name")), text_of(payload))
+        return new_tool_response(text_of(call_id), text_of(part.get("name")), text_of(payload))
     if kind in (None, "text", "input_text", "output_text"):
         call = part.get("function_call", part.get("functionCall"))
         if isinstance(call, dict):
             return _tool_request(call)
         answer = part.get("function_response", part.get("functionResponse"))
         if isinstance(answer, dict):
-            return ToolResponse(
+            return new_tool_response(
                 text_of(answer.get("id")),
                 text_of(answer.get("name")),
                 text_of(answer.get("response")),
@@ -233,7 +297,7 @@ def _tool_request(value: object) -> ToolRequest | None:
             arguments = source[key]
             break
     call_id = value.get("id", value.get("call_id"))
-    return ToolRequest(name, text_of(call_id), json_text(arguments))
+    return new_tool_request(name, text_of(call_id), json_text(arguments))
 
 
 def last_user_text(messages: Iterable[Message]) -> str | None:

@@ -12,8 +12,15 @@ from sidecar.conventions.attributes import (
 )
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message, parse_message, parse_messages, unwrap_io
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
-from sidecar.model import Attributes, AttrValue, Span, ToolCall
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
+from sidecar.model import Attributes, AttrValue, Span, new_tool_call
 
 OPENINFERENCE = "openinference"
 
@@ -34,7 +41,7 @@ def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading |
             inputs = _oi_value_messages(attrs.get("input.value"), "user", memo)
         if outputs is None:
             outputs = _oi_value_messages(attrs.get("output.value"), "assistant", memo)
-        return Reading(
+        return new_reading(
             OPENINFERENCE,
             Role.LLM,
             inputs=inputs,
@@ -44,16 +51,16 @@ def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading |
     if kind == "TOOL":
         name = str_attr(attrs, "tool.name", "tool_call.function.name") or span.name
         arguments = attrs.get("tool_call.function.arguments", attrs.get("input.value"))
-        tool = ToolCall(
+        tool = new_tool_call(
             name=name,
             call_id=text_of(attrs.get("tool_call.id")),
             arguments=json_text(arguments),
             result=text_of(attrs.get("output.value")),
             span_id=span.span_id,
         )
-        return Reading(OPENINFERENCE, Role.TOOL, tool=tool)
+        return new_reading(OPENINFERENCE, Role.TOOL, tool=tool)
     if kind in ("AGENT", "CHAIN"):
-        return Reading(
+        return new_reading(
             OPENINFERENCE,
             Role.AGENT,
             strong=kind == "AGENT",
@@ -61,7 +68,7 @@ def read_openinference(span: Span, memo: MessageMemo | None = None) -> Reading |
             input_text=unwrap_io(attrs.get("input.value"), output=False),
             output_text=unwrap_io(attrs.get("output.value"), output=True),
         )
-    return Reading(OPENINFERENCE, Role.OTHER)
+    return new_reading(OPENINFERENCE, Role.OTHER)
 
 
 def _unredacted(attrs: Attributes) -> Attributes:
@@ -124,4 +131,5 @@ CONVENTION = Convention(
     read=read_openinference,
     precedence=20,
     root_spans=RootSpans(),
+    claims=Claims(keys=frozenset({"openinference.span.kind"})),
 )

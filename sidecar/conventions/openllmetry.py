@@ -16,13 +16,21 @@ from sidecar.conventions.attributes import (
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message, parse_message, unwrap_io
 from sidecar.conventions.otel_genai import genai_inputs, genai_outputs
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
-from sidecar.model import Attributes, AttrValue, Span, ToolCall
+from sidecar.conventions.reading import (
+    Claims,
+    Convention,
+    Reading,
+    Role,
+    RootSpans,
+    new_reading,
+)
+from sidecar.model import Attributes, AttrValue, Span, new_tool_call
 
 OPENLLMETRY = "openllmetry"
 
 # Flattened legacy message keys, ``gen_ai.prompt.0.content`` (tested key by key in C).
-_LEGACY_KEY = operator.methodcaller("startswith", ("gen_ai.prompt.", "gen_ai.completion."))
+_LEGACY_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.")
+_LEGACY_KEY = operator.methodcaller("startswith", _LEGACY_PREFIXES)
 
 
 def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | None:
@@ -34,7 +42,7 @@ def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | N
     if legacy or "llm.request.type" in attrs:
         inputs = _legacy_messages(attrs, "gen_ai.prompt", "user")
         outputs = _legacy_messages(attrs, "gen_ai.completion", "assistant")
-        return Reading(
+        return new_reading(
             OPENLLMETRY,
             Role.LLM,
             inputs=inputs if inputs is not None else genai_inputs(span, memo),
@@ -43,16 +51,16 @@ def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | N
         )
     entity = str_attr(attrs, "traceloop.entity.name")
     if kind == "tool":
-        tool = ToolCall(
+        tool = new_tool_call(
             name=entity or span.name.removesuffix(".tool"),
             call_id=text_of(attrs.get("gen_ai.tool.call.id")),
             arguments=_entity_arguments(attrs.get("traceloop.entity.input")),
             result=unwrap_io(attrs.get("traceloop.entity.output"), output=True),
             span_id=span.span_id,
         )
-        return Reading(OPENLLMETRY, Role.TOOL, tool=tool)
+        return new_reading(OPENLLMETRY, Role.TOOL, tool=tool)
     if kind in ("agent", "workflow"):
-        return Reading(
+        return new_reading(
             OPENLLMETRY,
             Role.AGENT,
             strong=kind == "agent",
@@ -60,7 +68,7 @@ def read_openllmetry(span: Span, memo: MessageMemo | None = None) -> Reading | N
             input_text=unwrap_io(attrs.get("traceloop.entity.input"), output=False),
             output_text=unwrap_io(attrs.get("traceloop.entity.output"), output=True),
         )
-    return Reading(OPENLLMETRY, Role.OTHER)
+    return new_reading(OPENLLMETRY, Role.OTHER)
 
 
 def _entity_arguments(value: AttrValue) -> str | None:
@@ -119,4 +127,8 @@ CONVENTION = Convention(
     read=read_openllmetry,
     precedence=30,
     root_spans=RootSpans(),
+    claims=Claims(
+        keys=frozenset({"traceloop.span.kind", "llm.request.type"}),
+        key_prefixes=_LEGACY_PREFIXES,
+    ),
 )

@@ -11,8 +11,8 @@ from sidecar.conventions.messages import (
     parse_message,
     parse_messages,
 )
-from sidecar.conventions.reading import Convention, Reading, Role, RootSpans
-from sidecar.model import Attributes, Span, ToolCall
+from sidecar.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
+from sidecar.model import Attributes, Span, new_tool_call
 
 OTEL_GENAI = "otel_genai"
 
@@ -123,7 +123,7 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
         return None
     attrs = span.attributes
     if op in _GENAI_LLM_OPS:
-        return Reading(
+        return new_reading(
             OTEL_GENAI,
             Role.LLM,
             inputs=genai_inputs(span, memo),
@@ -133,19 +133,19 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
     if op == "execute_tool":
         name = str_attr(attrs, "gen_ai.tool.name") or name_after(span.name, "execute_tool ")
         if name is None:
-            return Reading(OTEL_GENAI, Role.OTHER)
-        tool = ToolCall(
+            return new_reading(OTEL_GENAI, Role.OTHER)
+        tool = new_tool_call(
             name=name,
             call_id=text_of(attrs.get("gen_ai.tool.call.id")),
             arguments=json_text(attrs.get("gen_ai.tool.call.arguments")),
             result=text_of(attrs.get("gen_ai.tool.call.result")),
             span_id=span.span_id,
         )
-        return Reading(OTEL_GENAI, Role.TOOL, tool=tool)
+        return new_reading(OTEL_GENAI, Role.TOOL, tool=tool)
     if op in ("invoke_agent", "create_agent", "invoke_workflow"):
         inputs = genai_inputs(span, memo)
         outputs = genai_outputs(span, memo)
-        return Reading(
+        return new_reading(
             OTEL_GENAI,
             Role.AGENT,
             strong=op != "invoke_workflow",
@@ -155,7 +155,7 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
             output_text=last_assistant_text(outputs or ()),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
         )
-    return Reading(OTEL_GENAI, Role.OTHER)
+    return new_reading(OTEL_GENAI, Role.OTHER)
 
 
 def name_after(span_name: str, prefix: str) -> str | None:
@@ -178,4 +178,5 @@ CONVENTION = Convention(
             ("gen_ai.operation.name", "invoke_workflow"),
         ),
     ),
+    claims=None,  # any span with a GenAI operation, told from its name or attributes
 )

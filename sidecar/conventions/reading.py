@@ -7,7 +7,11 @@ A convention is one ``Convention`` record in its own module:
 - ``precedence``: readers are tried in ascending precedence and the first
   that recognises a span wins;
 - ``root_spans``: which of its spans may be the root of a trace whose parent
-  is remote (the assembler decides a trace once its root has ended).
+  is remote (the assembler decides a trace once its root has ended);
+- ``claims``: what a span must show for the reader to recognise it (its
+  scope, an attribute key, a key prefix), or ``None`` when the reader may
+  recognise any span. It is a promise about ``read``: a span that shows none
+  of it reads as ``None``, so ``read_span`` skips the reader without calling it.
 
 The registry in ``sidecar.conventions`` lists the declarations; the reading
 order, the order of ``Transcript.conventions`` and the assembler's root spans
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message
@@ -53,6 +57,47 @@ class Reading:
     models: tuple[str, ...] = ()
 
 
+class _ReadingDraft:
+    __slots__ = Reading.__slots__
+
+
+def new_reading(
+    convention: str,
+    role: Role,
+    *,
+    strong: bool = True,
+    agent_name: str | None = None,
+    input_text: str | None = None,
+    output_text: str | None = None,
+    inputs: tuple[Message, ...] | None = None,
+    outputs: tuple[Message, ...] | None = None,
+    tool: ToolCall | None = None,
+    models: tuple[str, ...] = (),
+) -> Reading:
+    """``Reading(...)`` without the frozen dataclass's per-field cost.
+
+    A writable draft with the record's slot layout becomes the record by
+    assigning ``__class__`` (as ``sidecar.conventions.messages.new_message``).
+    """
+    draft: Any = _new(_ReadingDraft)
+    draft.convention = convention
+    draft.role = role
+    draft.strong = strong
+    draft.agent_name = agent_name
+    draft.input_text = input_text
+    draft.output_text = output_text
+    draft.inputs = inputs
+    draft.outputs = outputs
+    draft.tool = tool
+    draft.models = models
+    draft.__class__ = Reading
+    reading: Reading = draft
+    return reading
+
+
+_new = object.__new__
+
+
 class Reader(Protocol):
     def __call__(self, span: Span, memo: MessageMemo | None = None, /) -> Reading | None: ...
 
@@ -82,6 +127,40 @@ class RootSpans:
 
 
 @dataclass(frozen=True, slots=True)
+class Claims:
+    """What a convention's reader needs to see before it may recognise a span.
+
+    The reader returns ``None`` for any span whose scope is not among
+    ``scopes``, with none of ``keys`` among its attribute keys and no key that
+    starts with one of ``key_prefixes``.
+    """
+
+    scopes: frozenset[str] = frozenset()
+    keys: frozenset[str] = frozenset()
+    key_prefixes: tuple[str, ...] = ()
+
+    def shown_by(self, span: Span) -> bool:
+        """The span shows something claimed (the reader may recognise it)."""
+        attributes = span.attributes
+        if span.scope_name in self.scopes or not self.keys.isdisjoint(attributes.keys()):
+            return True
+        # One C join and a substring test find a candidate prefix; a key holding "\n"
+        # can only make one look present, and then every key is tested for it.
+        joined = "\n" + "\n".join(attributes) if self.key_prefixes else ""
+        for prefix in self.key_prefixes:
+            if "\n" + prefix in joined and any(key.startswith(prefix) for key in attributes):
+                return True
+        return False
+
+    def __or__(self, other: Claims) -> Claims:
+        return Claims(
+            self.scopes | other.scopes,
+            self.keys | other.keys,
+            tuple(dict.fromkeys(self.key_prefixes + other.key_prefixes)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Convention:
     """One tracing convention; every field is required, so a declaration decides each.
 
@@ -94,3 +173,4 @@ class Convention:
     read: Reader
     precedence: int
     root_spans: RootSpans
+    claims: Claims | None
