@@ -10,7 +10,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TypeAlias
+
+from sidecar.fastrecord import record_builder
 
 AttrValue: TypeAlias = (
     "str | bool | int | float | bytes | list[AttrValue] | dict[str, AttrValue] | None"
@@ -69,71 +71,10 @@ class Span:
         return max(0, self.end_time_unix_nano - self.start_time_unix_nano) / 1e6
 
 
-# Building a frozen dataclass costs one object.__setattr__ per field (a Span: 14, about
-# 2 us, a seventh of decoding it). The decoders build their records through these
-# builders instead: each fills a writable draft with the record's slot layout and then
-# makes it the record by assigning __class__ (Python allows it between classes with the
-# same slots; a layout that drifts raises TypeError there). The result is the very
-# record the constructor gives for the same fields (equality, hash, repr, replace).
-
-
-class _SpanDraft:
-    __slots__ = Span.__slots__
-
-
-class _SpanEventDraft:
-    __slots__ = SpanEvent.__slots__
-
-
-def new_span(
-    trace_id: str,
-    span_id: str,
-    parent_span_id: str | None,
-    name: str,
-    kind: SpanKind,
-    start_time_unix_nano: int,
-    end_time_unix_nano: int,
-    attributes: Attributes,
-    resource: Attributes,
-    scope_name: str,
-    status_code: StatusCode,
-    status_message: str,
-    events: tuple[SpanEvent, ...],
-    unreadable: int,
-) -> Span:
-    """``Span(...)`` with every field given, without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_SpanDraft)
-    draft.trace_id = trace_id
-    draft.span_id = span_id
-    draft.parent_span_id = parent_span_id
-    draft.name = name
-    draft.kind = kind
-    draft.start_time_unix_nano = start_time_unix_nano
-    draft.end_time_unix_nano = end_time_unix_nano
-    draft.attributes = attributes
-    draft.resource = resource
-    draft.scope_name = scope_name
-    draft.status_code = status_code
-    draft.status_message = status_message
-    draft.events = events
-    draft.unreadable = unreadable
-    draft.__class__ = Span
-    span: Span = draft
-    return span
-
-
-def new_span_event(name: str, time_unix_nano: int, attributes: Attributes) -> SpanEvent:
-    """``SpanEvent(...)`` with every field given, without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_SpanEventDraft)
-    draft.name = name
-    draft.time_unix_nano = time_unix_nano
-    draft.attributes = attributes
-    draft.__class__ = SpanEvent
-    event: SpanEvent = draft
-    return event
-
-
-_new = object.__new__
+# The decoders build their records through these (sidecar.fastrecord): every field
+# required, so a decoder cannot leave one out.
+new_span = record_builder(Span)
+new_span_event = record_builder(SpanEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,35 +98,7 @@ class LogRecord:
     unreadable: int = 0
 
 
-class _LogRecordDraft:
-    __slots__ = LogRecord.__slots__
-
-
-def new_log_record(
-    trace_id: str | None,
-    span_id: str | None,
-    event_name: str,
-    time_unix_nano: int,
-    attributes: Attributes,
-    body: AttrValue,
-    resource: Attributes,
-    scope_name: str,
-    unreadable: int,
-) -> LogRecord:
-    """``LogRecord(...)`` with every field given, without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_LogRecordDraft)
-    draft.trace_id = trace_id
-    draft.span_id = span_id
-    draft.event_name = event_name
-    draft.time_unix_nano = time_unix_nano
-    draft.attributes = attributes
-    draft.body = body
-    draft.resource = resource
-    draft.scope_name = scope_name
-    draft.unreadable = unreadable
-    draft.__class__ = LogRecord
-    record: LogRecord = draft
-    return record
+new_log_record = record_builder(LogRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,41 +177,8 @@ class ToolCall:
     span_id: str | None = None
 
 
-# The transcript and the checks build many ToolCall and CheckResult records; a frozen
-# dataclass costs one object.__setattr__ per field. These builders fill a writable
-# draft with the record's slot layout and make it the record by assigning __class__
-# (allowed between classes with the same slots; a drifting layout raises TypeError).
-# The result is the very record the constructor gives (equality, hash, repr, replace).
-
-
-class _ToolCallDraft:
-    __slots__ = ToolCall.__slots__
-
-
-def new_tool_call(
-    name: str,
-    call_id: str | None = None,
-    arguments: str | None = None,
-    result: str | None = None,
-    error: str | None = None,
-    untrusted: bool = False,
-    span_id: str | None = None,
-) -> ToolCall:
-    """``ToolCall(...)`` without the frozen dataclass's per-field cost."""
-    draft: Any = _blank(_ToolCallDraft)
-    draft.name = name
-    draft.call_id = call_id
-    draft.arguments = arguments
-    draft.result = result
-    draft.error = error
-    draft.untrusted = untrusted
-    draft.span_id = span_id
-    draft.__class__ = ToolCall
-    call: ToolCall = draft
-    return call
-
-
-_blank = object.__new__
+# The transcript and the checks build many of these (sidecar.fastrecord).
+new_tool_call = record_builder(ToolCall, defaults=True)
 
 
 class ContentField(enum.StrEnum):
@@ -428,20 +308,7 @@ class CheckResult:
     detail: str = ""
 
 
-class _CheckResultDraft:
-    __slots__ = CheckResult.__slots__
-
-
-def new_check_result(name: str, outcome: Outcome, gate: bool, detail: str) -> CheckResult:
-    """``CheckResult(...)`` without the frozen dataclass's per-field cost (as ``new_tool_call``)."""
-    draft: Any = _blank(_CheckResultDraft)
-    draft.name = name
-    draft.outcome = outcome
-    draft.gate = gate
-    draft.detail = detail
-    draft.__class__ = CheckResult
-    result: CheckResult = draft
-    return result
+new_check_result = record_builder(CheckResult)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,6 @@ import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sidecar.bounds import MAX_NESTING, json_too_deep, value_depth
 from sidecar.capture import read_capture
@@ -78,6 +77,7 @@ from sidecar.conventions import (
     usage,
 )
 from sidecar.events import join_logs
+from sidecar.fastrecord import record_builder
 from sidecar.model import (
     Attributes,
     AttrValue,
@@ -105,22 +105,7 @@ class _Step:
     depth: int
 
 
-class _StepDraft:
-    __slots__ = _Step.__slots__
-
-
-def _new_step(span: Span, reading: Reading | None, depth: int) -> _Step:
-    # As sidecar.model.new_tool_call: a draft made the record, without per-field setattr.
-    draft: Any = _blank(_StepDraft)
-    draft.span = span
-    draft.reading = reading
-    draft.depth = depth
-    draft.__class__ = _Step
-    step: _Step = draft
-    return step
-
-
-_blank = object.__new__
+_new_step = record_builder(_Step)  # one per span (sidecar.fastrecord)
 
 
 def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Transcript:

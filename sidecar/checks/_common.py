@@ -13,6 +13,7 @@ from jsonschema.exceptions import best_match
 
 from sidecar.bounds import json_too_deep
 from sidecar.checks.schema import Certain, certainly_valid, new_validator
+from sidecar.fastrecord import record_builder
 from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
 
 _DETAIL_LIMIT = 240
@@ -26,21 +27,7 @@ class Finding:
     detail: str
 
 
-class _FindingDraft:
-    __slots__ = Finding.__slots__
-
-
-def _finding(outcome: Outcome, detail: str) -> Finding:
-    # As sidecar.model.new_check_result: a draft made the record, without per-field setattr.
-    draft: Any = _blank(_FindingDraft)
-    draft.outcome = outcome
-    draft.detail = detail
-    draft.__class__ = Finding
-    finding: Finding = draft
-    return finding
-
-
-_blank = object.__new__
+_finding = record_builder(Finding)  # one per check (sidecar.fastrecord)
 
 
 def passed(detail: str) -> Finding:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sidecar.conventions.attributes import json_text, list_of, parse_json, text_of
+from sidecar.fastrecord import record_builder
 from sidecar.model import AttrValue
 
 _STRUCTURED = (dict, list)
@@ -47,66 +48,10 @@ class Message:
     tool_responses: tuple[ToolResponse, ...] = ()
 
 
-# Building a frozen dataclass costs one object.__setattr__ per field; parsing a trace's
-# messages builds many. The parser builds these records through the builders below
-# instead: each fills a writable draft with the record's slot layout, then makes it the
-# record by assigning __class__ (allowed between classes with the same slots; a layout
-# that drifts raises TypeError there). The result is the very record the constructor
-# gives for the same fields (equality, hash, repr, replace).
-
-
-class _MessageDraft:
-    __slots__ = Message.__slots__
-
-
-class _ToolRequestDraft:
-    __slots__ = ToolRequest.__slots__
-
-
-class _ToolResponseDraft:
-    __slots__ = ToolResponse.__slots__
-
-
-_new = object.__new__
-
-
-def new_message(
-    role: str,
-    text: str | None = None,
-    tool_requests: tuple[ToolRequest, ...] = (),
-    tool_responses: tuple[ToolResponse, ...] = (),
-) -> Message:
-    """``Message(...)`` without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_MessageDraft)
-    draft.role = role
-    draft.text = text
-    draft.tool_requests = tool_requests
-    draft.tool_responses = tool_responses
-    draft.__class__ = Message
-    message: Message = draft
-    return message
-
-
-def new_tool_request(name: str, call_id: str | None, arguments: str | None) -> ToolRequest:
-    """``ToolRequest(...)`` without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_ToolRequestDraft)
-    draft.name = name
-    draft.call_id = call_id
-    draft.arguments = arguments
-    draft.__class__ = ToolRequest
-    request: ToolRequest = draft
-    return request
-
-
-def new_tool_response(call_id: str | None, name: str | None, result: str | None) -> ToolResponse:
-    """``ToolResponse(...)`` without the frozen dataclass's per-field cost."""
-    draft: Any = _new(_ToolResponseDraft)
-    draft.call_id = call_id
-    draft.name = name
-    draft.result = result
-    draft.__class__ = ToolResponse
-    response: ToolResponse = draft
-    return response
+# Parsing a trace's messages builds many of these (sidecar.fastrecord).
+new_message = record_builder(Message, defaults=True)
+new_tool_request = record_builder(ToolRequest)
+new_tool_response = record_builder(ToolResponse)
 
 
 class MessageCache(Protocol):

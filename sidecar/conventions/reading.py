@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sidecar.conventions.memo import MessageMemo
 from sidecar.conventions.messages import Message
+from sidecar.fastrecord import record_builder
 from sidecar.model import Span, ToolCall
 
 
@@ -57,45 +58,9 @@ class Reading:
     models: tuple[str, ...] = ()
 
 
-class _ReadingDraft:
-    __slots__ = Reading.__slots__
-
-
-def new_reading(
-    convention: str,
-    role: Role,
-    *,
-    strong: bool = True,
-    agent_name: str | None = None,
-    input_text: str | None = None,
-    output_text: str | None = None,
-    inputs: tuple[Message, ...] | None = None,
-    outputs: tuple[Message, ...] | None = None,
-    tool: ToolCall | None = None,
-    models: tuple[str, ...] = (),
-) -> Reading:
-    """``Reading(...)`` without the frozen dataclass's per-field cost.
-
-    A writable draft with the record's slot layout becomes the record by
-    assigning ``__class__`` (as ``sidecar.conventions.messages.new_message``).
-    """
-    draft: Any = _new(_ReadingDraft)
-    draft.convention = convention
-    draft.role = role
-    draft.strong = strong
-    draft.agent_name = agent_name
-    draft.input_text = input_text
-    draft.output_text = output_text
-    draft.inputs = inputs
-    draft.outputs = outputs
-    draft.tool = tool
-    draft.models = models
-    draft.__class__ = Reading
-    reading: Reading = draft
-    return reading
-
-
-_new = object.__new__
+# Every reader returns one of these per span (sidecar.fastrecord); after the
+# convention and the role, fields are passed by keyword.
+new_reading = record_builder(Reading, defaults=True, keyword_only_after=2)
 
 
 class Reader(Protocol):
