@@ -58,12 +58,8 @@ sys.path.insert(0, str(REPO))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 
-from sidecar.assemble import Assembler  # noqa: E402
-from sidecar.decode import decode  # noqa: E402
-from sidecar.model import DecideReason  # noqa: E402
-from sidecar.replay import ReplaySummary, evaluate_traces  # noqa: E402
+from bench.bench_replay import replay_verdicts  # noqa: E402
 from sidecar.rubric import load_rubrics  # noqa: E402
-from sidecar.sample import Sampler  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
@@ -184,20 +180,7 @@ async def bare_consumer(bootstrap: str, topic: str, load: Load) -> Result:
 
 def expected_verdicts(load: Load, rubric_dir: Path) -> list[str]:
     """The replay's verdict records of the same records and rubric, as sorted JSON lines."""
-    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
-    traces = []
-    for _, record in load.records:
-        traces.extend(assembler.add(decode(record), 0.0))
-    traces.extend(assembler.drain(DecideReason.FLUSH))
-    verdicts = asyncio.run(
-        evaluate_traces(
-            traces,
-            load_rubrics(rubric_dir),
-            Sampler(judge_enabled=False),
-            judge=None,
-            summary=ReplaySummary(),
-        )
-    )
+    verdicts = replay_verdicts([record for _, record in load.records], load_rubrics(rubric_dir))
     return sorted(v.to_json() for v in verdicts)
 
 

@@ -82,12 +82,13 @@ def attribute_read(records: list[bytes]) -> int:
 
 def verdict_lines(records: list[bytes], rubrics: list) -> list[str]:  # type: ignore[type-arg]
     """The replay's verdict records as JSON lines, sorted by (trace, rubric)."""
-    verdicts = _replay(records, rubrics)
+    verdicts = replay_verdicts(records, rubrics)
     ordered = sorted(verdicts, key=lambda v: (v.trace_id, v.rubric_id))
     return [v.to_json() for v in ordered]
 
 
-def _replay(records: list[bytes], rubrics: list) -> list:  # type: ignore[type-arg]
+def replay_verdicts(records: list[bytes], rubrics: list) -> list:  # type: ignore[type-arg]
+    """The verdicts ``sidecar replay`` gives for ``records`` (judge off), in trace order."""
     assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
     traces = []
     for record in records:
