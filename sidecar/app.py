@@ -625,38 +625,19 @@ class Service:
             records.extend(emitted)
             owner.extend([n] * len(emitted))
             left[n] = len(emitted)
-        unsent = list(range(len(records)))
-        delay = 0.5
-        while True:
-            refused: list[int] = []
-            why = ""
-            if unsent:
-                try:
-                    await self.sink.send_verdicts([records[i] for i in unsent])
-                except DeliveryError as exc:
-                    refused = (
-                        [unsent[i] for i in exc.unsent]
-                        if isinstance(exc, PartialDelivery)
-                        else unsent
-                    )
-                    why = str(exc)
-            for i in set(unsent).difference(refused):
+
+        async def send(indices: list[int]) -> None:
+            await self.sink.send_verdicts([records[i] for i in indices])
+
+        async def acknowledged(indices: list[int]) -> None:
+            for i in indices:
                 left[owner[i]] -= 1
             for n, item in enumerate(done):
                 if item is not None and left[n] == 0:
                     done[n] = None
                     await self._complete(*item)
-            if not refused:
-                self._delivery_ok()
-                return
-            self._delivery_failed(
-                f"{why}; {len(refused)} of {len(unsent)} verdict records refused",
-                delay,
-                len(refused),
-            )
-            unsent = refused
-            await self.sleep(delay)
-            delay = min(delay * 2, 30.0)
+
+        await self._until_acknowledged(send, len(records), acknowledged, what="verdict records")
 
     async def _complete(
         self,
@@ -775,17 +756,49 @@ class Service:
 
     async def _deliver(self, send: Callable[[], Awaitable[None]]) -> None:
         """Send until Kafka acknowledges: the trace keeps its offsets held meanwhile."""
+        await self._until_acknowledged(lambda _: send(), 1)
+
+    async def _until_acknowledged(
+        self,
+        send: Callable[[list[int]], Awaitable[None]],
+        count: int,
+        acknowledged: Callable[[list[int]], Awaitable[None]] | None = None,
+        *,
+        what: str = "",
+    ) -> None:
+        """Send records ``0..count-1`` until Kafka acknowledges each, backing off between tries.
+
+        ``send(indices)`` raises ``DeliveryError`` (``PartialDelivery`` names the
+        refused positions of ``indices``); ``acknowledged`` hears of the records
+        taken after every try, also when there was nothing to send.
+        """
+        unsent = list(range(count))
         delay = 0.5
         while True:
-            try:
-                await send()
-            except DeliveryError as exc:
-                self._delivery_failed(str(exc), delay)
-                await self.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            self._delivery_ok()
-            return
+            refused: list[int] = []
+            why = ""
+            if unsent:
+                try:
+                    await send(unsent)
+                except DeliveryError as exc:
+                    refused = (
+                        [unsent[i] for i in exc.unsent]
+                        if isinstance(exc, PartialDelivery)
+                        else unsent
+                    )
+                    why = str(exc)
+            if acknowledged is not None:
+                taken = set(refused)
+                await acknowledged([i for i in unsent if i not in taken])
+            if not refused:
+                self._delivery_ok()
+                return
+            if what:
+                why = f"{why}; {len(refused)} of {len(unsent)} {what} refused"
+            self._delivery_failed(why, delay, len(refused))
+            unsent = refused
+            await self.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
     def _delivery_failed(self, why: str, delay: float, records: int = 1) -> None:
         self.metrics.internal_errors.labels(stage="emit").inc(records)

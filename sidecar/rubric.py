@@ -203,7 +203,10 @@ class Rubric(_Strict):
     @property
     def content_hash(self) -> str:
         """12 hex of SHA-256 over the normalised document (``sidecar.fingerprint``)."""
-        return self._content_hash or rubric_hash(
+        # Read from the private-attribute dict: ``self._content_hash`` goes through
+        # pydantic's __getattr__ (about 4 us), and this is read once per verdict.
+        private = self.__pydantic_private__ or {}
+        return private.get("_content_hash") or rubric_hash(
             self.model_dump(mode="json", by_alias=True, exclude_unset=True)
         )
 
