@@ -59,7 +59,7 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 
 from bench.bench_replay import replay_verdicts  # noqa: E402
-from sidecar.rubric import load_rubrics  # noqa: E402
+from sidecar.evaluate.rubric import load_rubrics  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
 from tests.integration.harness import (  # noqa: E402

@@ -5,7 +5,7 @@ ratios say what each layer costs, independent of how fast this machine is:
 
 - ``attribute read``: parse each record with protobuf (upb) and read every
   field and attribute of every span in a plain loop: the floor of any decoder;
-- ``decode only``: ``sidecar.decode`` of the records.
+- ``decode only``: ``sidecar.ingest.decode`` of the records.
 
 ``--verdicts FILE`` writes the verdict records of the replay, one per line in
 a stable order, and prints their sha256: run it before and after a change to
@@ -32,12 +32,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue  # noqa: E402
 
-from sidecar.assemble import Assembler  # noqa: E402
-from sidecar.decode import decode  # noqa: E402
+from sidecar.engine.offline import ReplaySummary, evaluate_traces  # noqa: E402
+from sidecar.evaluate.rubric import load_rubrics  # noqa: E402
+from sidecar.evaluate.sample import Sampler  # noqa: E402
+from sidecar.ingest.assemble import Assembler  # noqa: E402
+from sidecar.ingest.decode import decode  # noqa: E402
 from sidecar.model import DecideReason  # noqa: E402
-from sidecar.replay import ReplaySummary, evaluate_traces  # noqa: E402
-from sidecar.rubric import load_rubrics  # noqa: E402
-from sidecar.sample import Sampler  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import split_requests  # noqa: E402
 from tests.integration.scenario import write_rubrics  # noqa: E402

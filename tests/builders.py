@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from sidecar.evaluate.rubric import Rubric
 from sidecar.model import (
     AttrValue,
     DecideReason,
@@ -40,7 +41,6 @@ from sidecar.model import (
     Trace,
     Transcript,
 )
-from sidecar.rubric import Rubric
 
 # The W3C trace-context example ids.
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from sidecar.otlpjson import request_to_json_line
+from sidecar.ingest.otlpjson import request_to_json_line
 from tests.agents.genai_spans import make_genai_trace, recorder
 from tests.gemini_server import JudgeServer, Reply, gemini_json, openai_json, status
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA

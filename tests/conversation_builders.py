@@ -11,12 +11,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sidecar.app import Service
 from sidecar.conversation.turns import TurnRecord
+from sidecar.engine.service import Service
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace
-from sidecar.rubric import Rubric
 from sidecar.settings import Settings
-from sidecar.transcript import build_transcript
 from tests.builders import ToolSpec, genai_trace, rubric, rubric_yaml, trace_id
 from tests.service_rig import ManualClock, quiesce
 

@@ -1,6 +1,6 @@
 """The in-memory service rig the service tests share: broker fakes, a manual clock, a journal.
 
-``Service`` runs on the in-memory broker (``sidecar.adapters.memory``) and a
+``Service`` runs on the in-memory broker (``tests.fakes``) and a
 manual clock: time moves only when a test says so, and ``sleep`` (verdict send
 retries, the bounded shutdown wait) waits for it. Tests step the loop with
 ``Rig.round`` or run the real ``Service.run`` until the source is idle
@@ -18,16 +18,16 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from sidecar.adapters.memory import MemoryLabels, MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Decoder, Service
-from sidecar.decode import decode
+from sidecar.adapters.prometheus import Metrics
+from sidecar.engine.offload import inline
+from sidecar.engine.service import Decoder, Service
+from sidecar.evaluate.rubric import Rubric
+from sidecar.ingest.decode import decode
 from sidecar.judge import Judge
-from sidecar.offload import inline
-from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
+from tests.fakes import MemoryLabels, MemorySink, MemorySource, MemoryTopic
 
 WAIT = 5.0  # assembler decision_wait_s
 INTERVAL = 0.1  # kafka commit_interval_s, shorter than the first send retry (0.5 s)

@@ -3,7 +3,7 @@
 In ``EVENT_ONLY`` ADK's spans carry no messages, tool arguments or results;
 the content is on ``gen_ai.client.inference.operation.details`` log records
 (OTLP logs) with the trace and span id of their ``generate_content`` span. The
-sidecar joins them to their trace (``Assembler.add_logs``, ``sidecar.events``)
+sidecar joins them to their trace (``Assembler.add_logs``, ``sidecar.ingest.events``)
 and must then read the same transcript and give the same check verdicts as
 from a ``SPAN_ONLY`` run of the same scenario, through the pipeline and
 through ``sidecar replay`` with trace and log files mixed in one call.
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from sidecar.assemble import Assembler
-from sidecar.checks import run_checks
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.rubric import load_rubrics, route
+from sidecar.evaluate.transcript import build_transcript
+from sidecar.ingest.assemble import Assembler
 from sidecar.model import DecideReason, Outcome, Span, Trace, Transcript
-from sidecar.rubric import load_rubrics, route
-from sidecar.transcript import build_transcript
 from tests.agents.adk_traces import AdkRun, adk2_run
 from tests.agents.refund_shop import BY_NAME, SCENARIOS, Scenario
 from tests.otlp_files import (

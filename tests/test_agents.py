@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from sidecar.checks import run_checks
-from sidecar.decode import decode
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.rubric import load_rubrics, route
+from sidecar.evaluate.transcript import build_transcript
+from sidecar.ingest.decode import decode
 from sidecar.model import Outcome, Span, SpanKind, StatusCode
-from sidecar.rubric import load_rubrics, route
-from sidecar.transcript import build_transcript
 from tests.agents import refund_shop
 from tests.agents.adk_traces import adk1_spans, adk2_lines, adk2_spans
 from tests.agents.genai_spans import (

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from sidecar.assemble import Assembler
-from sidecar.conventions import ROOT_SPANS, RootSpans
+from sidecar.evaluate.conventions import ROOT_SPANS, RootSpans
+from sidecar.ingest.assemble import Assembler
 from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
 from tests.builders import numbered_span, trace_id
 

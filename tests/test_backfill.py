@@ -18,10 +18,9 @@ from prometheus_client import generate_latest
 
 from sidecar import cli
 from sidecar.adapters.exposition import labelled
-from sidecar.adapters.memory import MemoryHistory, MemorySink, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.assemble import Assembler
-from sidecar.backfill import (
+from sidecar.adapters.prometheus import Metrics
+from sidecar.commands.backfill import KafkaOutput, summary_line
+from sidecar.engine.history import (
     BackfillSummary,
     HistoryRecord,
     Window,
@@ -29,12 +28,13 @@ from sidecar.backfill import (
     parse_time,
     window_times,
 )
-from sidecar.commands.backfill import KafkaOutput, summary_line
 from sidecar.errors import DeliveryError, SourceError, UsageError
-from sidecar.redact import DEFAULT_REDACTION
-from sidecar.sample import Sampler
-from sidecar.verdict import Verdict
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.assemble import Assembler
+from sidecar.wire.redact import DEFAULT_REDACTION
 from tests.builders import rubric, trace_id
+from tests.fakes import MemoryHistory, MemorySink, MemoryTopic
 from tests.otlp_records import span_tree
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

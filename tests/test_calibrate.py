@@ -17,7 +17,7 @@ import yaml
 from sklearn.metrics import cohen_kappa_score
 
 from sidecar import cli
-from sidecar.calibrate.calibrate import (
+from sidecar.calibrate.agreement import (
     Item,
     Part,
     Resolution,
@@ -30,9 +30,9 @@ from sidecar.calibrate.calibrate import (
 from sidecar.calibrate.report import calibration_markdown, confusion_png, image_name
 from sidecar.calibrate.rubric_write import update_rubric_text, write_back
 from sidecar.errors import RubricError
+from sidecar.evaluate.rubric import parse_rubric
 from sidecar.model import Outcome
-from sidecar.records import CriterionRecord, HumanLabel, VerdictRecord
-from sidecar.rubric import parse_rubric
+from sidecar.wire.records import CriterionRecord, HumanLabel, VerdictRecord
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 P, F, E, S = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED

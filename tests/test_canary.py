@@ -1,4 +1,4 @@
-"""``sidecar canary`` and :mod:`sidecar.canary`: a labelled set re-judged now, against the local judge.
+"""``sidecar canary`` and :mod:`sidecar.drift.canary_set`: a labelled set re-judged now, against the local judge.
 
 The canary set: ten refund traces recorded with the OpenTelemetry SDK. Orders
 O1..O6 are answered with the right amount, O7..O10 with a wrong one
@@ -31,14 +31,20 @@ import pytest
 import yaml
 
 from sidecar.adapters.judge_backends import GeminiBackend
-from sidecar.adapters.metrics import Metrics
-from sidecar.canary import CANARY, canary_cases, canary_report, judge_canary, kappa_threshold
+from sidecar.adapters.prometheus import Metrics
 from sidecar.cli import main
+from sidecar.drift.canary_set import (
+    CANARY,
+    canary_cases,
+    canary_report,
+    judge_canary,
+    kappa_threshold,
+)
+from sidecar.engine.offline import ReplaySummary, collect_traces
+from sidecar.evaluate.rubric import parse_rubric
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import JudgeService
-from sidecar.records import HumanLabel, validate
-from sidecar.replay import ReplaySummary, collect_traces
-from sidecar.rubric import parse_rubric
+from sidecar.wire.records import HumanLabel, validate
 from tests.canary_fixtures import (
     ORDERS,
     RUBRIC,

@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 from sidecar.adapters.judge_backends import GeminiBackend
-from sidecar.adapters.metrics import Metrics
-from sidecar.canary_schedule import CanarySchedule, load_sets
+from sidecar.adapters.prometheus import Metrics
 from sidecar.cli import main
+from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.errors import InputFileError
+from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import JudgeService
-from sidecar.rubric import Rubric, load_rubrics
 from tests.builders import refund_rubric, refund_transcript
 from tests.canary_fixtures import RUBRIC, Responder, judging, labels, record_traces
 from tests.gemini_server import JudgeServer

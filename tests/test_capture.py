@@ -1,4 +1,4 @@
-"""Content capture is known, never guessed (sidecar.capture, the checks and the pipeline).
+"""Content capture is known, never guessed (sidecar.evaluate.capture, the checks and the pipeline).
 
 Traces as instrumentations emit them with content on and off; what the
 transcript records of them; what the tool checks say when the model asked for
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from sidecar.capture import GENERIC_ADVICE, CaptureWarnings, advice_for, read_capture
-from sidecar.checks import run_checks
+from sidecar.evaluate.capture import GENERIC_ADVICE, CaptureWarnings, advice_for, read_capture
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.pipeline import NO_JUDGE, Case, judge_case, plan
+from sidecar.evaluate.sample import SampleDecision, Sampler
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Capture, Captured, ContentField, Flag, Outcome, Span
-from sidecar.pipeline import NO_JUDGE, Case, judge_case, plan
-from sidecar.sample import SampleDecision, Sampler
-from sidecar.transcript import build_transcript
 from tests.builders import refund_rubric, rubric, span, tool_call, trace, transcript
 
 C, N, NA = Captured.CAPTURED, Captured.NOT_CAPTURED, Captured.NOT_APPLICABLE

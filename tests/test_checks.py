@@ -15,14 +15,14 @@ import pytest
 from pydantic import TypeAdapter
 
 import sidecar
-import sidecar.checks
-from sidecar.checks import CHECK_TYPES, CheckSpec, run_check, run_checks
-from sidecar.checks._common import json_equal
-from sidecar.checks.answer import AnswerRegex
-from sidecar.checks.base import CheckConfig, CheckType
-from sidecar.checks.tools import ToolArguments
+import sidecar.evaluate.checks
+from sidecar.evaluate.checks import CHECK_TYPES, CheckSpec, run_check, run_checks
+from sidecar.evaluate.checks._common import json_equal
+from sidecar.evaluate.checks.answer import AnswerRegex
+from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.tools import ToolArguments
+from sidecar.evaluate.rubric import Rubric
 from sidecar.model import ErrorSpan, Flag, Outcome, Transcript
-from sidecar.rubric import Rubric
 from tests.builders import rubric, tool_call, transcript
 
 PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
@@ -956,8 +956,8 @@ README = PACKAGE.parent / "README.md"
 
 def _check_modules() -> list[ModuleType]:
     return [
-        importlib.import_module(f"sidecar.checks.{info.name}")
-        for info in pkgutil.iter_modules(sidecar.checks.__path__)
+        importlib.import_module(f"sidecar.evaluate.checks.{info.name}")
+        for info in pkgutil.iter_modules(sidecar.evaluate.checks.__path__)
     ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from sidecar import __version__, errors
 from sidecar.cli import COMMANDS, exit_code, main
 from sidecar.commands.demo import demo_data
-from sidecar.rubric import load_rubrics
+from sidecar.evaluate.rubric import load_rubrics
 
 REPO = Path(__file__).resolve().parents[1]
 

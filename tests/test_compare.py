@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from sidecar.calibrate.compare import CompareReport
+from sidecar.calibrate.pairwise_report import CompareReport
 from sidecar.errors import JudgeUnavailable
 from sidecar.judge.pairwise import (
     ANSWER_A,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.prometheus import Metrics
 from sidecar.calibrate.stats import wilson_interval
 from sidecar.cli import build_parser, call, main
 from sidecar.commands import compare as compare_command

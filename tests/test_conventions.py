@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import sidecar
-import sidecar.conventions
-from sidecar.conventions import (
+import sidecar.evaluate.conventions
+from sidecar.evaluate.conventions import (
     ADK_V1,
     ALL_CONVENTIONS,
     CONVENTIONS,
@@ -300,8 +300,8 @@ SHARED_MODULES = {"attributes", "memo", "messages", "reading"}
 
 def _convention_modules() -> dict[str, ModuleType]:
     return {
-        info.name: importlib.import_module(f"sidecar.conventions.{info.name}")
-        for info in pkgutil.iter_modules(sidecar.conventions.__path__)
+        info.name: importlib.import_module(f"sidecar.evaluate.conventions.{info.name}")
+        for info in pkgutil.iter_modules(sidecar.evaluate.conventions.__path__)
         if info.name not in SHARED_MODULES
     }
 
@@ -311,7 +311,9 @@ def test_every_convention_module_declares_a_registered_convention() -> None:
     assert len(modules) == len(CONVENTIONS)
     for name, module in modules.items():
         declared = getattr(module, "CONVENTION", None)
-        assert isinstance(declared, Convention), f"sidecar/conventions/{name}.py: no CONVENTION"
+        assert isinstance(declared, Convention), (
+            f"sidecar/evaluate/conventions/{name}.py: no CONVENTION"
+        )
         assert any(declared is c for c in CONVENTIONS), f"{declared.name} is not in CONVENTIONS"
 
 
@@ -387,10 +389,15 @@ def test_no_import_cycles_among_the_readers_checks_and_rubric() -> None:
     """Imports anywhere in a module count, ``TYPE_CHECKING`` blocks included."""
     package = Path(sidecar.__file__).resolve().parent
     modules = {module_name(p): p for p in package.rglob("*.py")}
-    owned = ("sidecar.conventions", "sidecar.checks", "sidecar.rubric", "sidecar.assemble")
+    owned = (
+        "sidecar.evaluate.conventions",
+        "sidecar.evaluate.checks",
+        "sidecar.evaluate.rubric",
+        "sidecar.ingest.assemble",
+    )
     graph = {
         name: {m for m in imports_of(path) if m in modules and m != name}
         for name, path in modules.items()
-        if name.startswith(owned) or name == "sidecar.transcript"
+        if name.startswith(owned) or name == "sidecar.evaluate.transcript"
     }
     graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the circle

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sidecar.decode import decode
+from sidecar.ingest.decode import decode
 from tests.agents.adk_traces import adk2_session_lines
 from tests.builders import rubric_yaml
 from tests.conversation_builders import refund_checks, refund_conversation_yaml

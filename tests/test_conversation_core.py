@@ -14,17 +14,17 @@ from sidecar.conversation.evaluate import (
 )
 from sidecar.conversation.group import group_conversations
 from sidecar.conversation.key import MAX_ID_CHARS, conversation_id
+from sidecar.conversation.merged import conversation_transcript
 from sidecar.conversation.store import ConversationReason, ConversationStore
-from sidecar.conversation.transcript import conversation_transcript
 from sidecar.conversation.turns import MAX_TEXT_CHARS, TurnRecord, parse_turn, turn_records
 from sidecar.errors import RecordError, RubricError
+from sidecar.evaluate.pipeline import plan
+from sidecar.evaluate.rubric import ConversationSpec, Scope
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.judge import screen_case
 from sidecar.judge.prompt import build_request, quotable_texts
 from sidecar.model import Flag, Outcome, RecordRef
-from sidecar.pipeline import plan
-from sidecar.rubric import ConversationSpec, Scope
-from sidecar.sample import Sampler
-from sidecar.transcript import build_transcript
 from tests.builders import rubric, rubric_yaml, transcript
 from tests.conversation_builders import (
     LOOKUP,
@@ -94,7 +94,7 @@ def test_scope_defaults_to_trace_and_conversation_defaults_apply() -> None:
 def test_bad_conversation_settings_name_the_field(fields: dict[str, Any], message: str) -> None:
     from pathlib import Path
 
-    from sidecar.rubric import parse_rubric
+    from sidecar.evaluate.rubric import parse_rubric
 
     with pytest.raises(RubricError, match=message):
         parse_rubric(rubric_yaml(id="r", version="1", **fields), Path("r.yaml"))
@@ -417,7 +417,7 @@ async def test_conversation_verdict_fields_and_key() -> None:
 def test_trace_verdict_records_have_no_conversation_fields() -> None:
     trace = turn_trace(1, "c-1", "hi")
     _, cases = plan(trace, [rubric(id="per-trace")], Sampler(judge_enabled=False), 0)
-    from sidecar.pipeline import conclude
+    from sidecar.evaluate.pipeline import conclude
 
     record = json.loads(conclude(cases[0], None).to_json())
     assert not {"scope", "conversation_id", "turns", "trace_ids", "revision"} & set(record)
@@ -551,7 +551,7 @@ def test_replay_groups_by_key_and_splits_at_idle_gaps() -> None:
 
 
 async def test_replay_gives_one_verdict_per_conversation_and_skips_traces_without_key() -> None:
-    from sidecar.replay import ReplaySummary, evaluate_traces
+    from sidecar.engine.offline import ReplaySummary, evaluate_traces
 
     r = conversation_rubric(checks=REFUND_CHECKS)
     traces = [

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from sidecar.conversation.store import ConversationReason, ConversationStore
 from sidecar.conversation.turns import TurnRecord
+from sidecar.evaluate.rubric import ConversationSpec
 from sidecar.model import Flag, RecordRef
-from sidecar.rubric import ConversationSpec
 from tests.conversation_builders import turn_record
 
 RID = "support-conversation"

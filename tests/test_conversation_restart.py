@@ -17,21 +17,14 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from sidecar.adapters.memory import (
-    MemoryConversationState,
-    MemorySink,
-    MemorySource,
-    MemoryTopic,
-    MemoryTurns,
-)
-from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Service
+from sidecar.adapters.prometheus import Metrics
 from sidecar.conversation.state import StateEntry, fold, parse_state, state_key
 from sidecar.conversation.turns import TurnRecord, earlier_user_messages
+from sidecar.engine.offload import inline
+from sidecar.engine.service import Service
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace
-from sidecar.offload import inline
-from sidecar.transcript import build_transcript
 from tests.conversation_builders import (
     both_stages_round,
     conversation_rubric,
@@ -39,6 +32,13 @@ from tests.conversation_builders import (
     refund_checks,
     refund_conversation,
     rig_settings,
+)
+from tests.fakes import (
+    MemoryConversationState,
+    MemorySink,
+    MemorySource,
+    MemoryTopic,
+    MemoryTurns,
 )
 from tests.otlp_records import record
 from tests.service_rig import ManualClock

@@ -16,13 +16,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sidecar.adapters.memory import MemorySink, MemorySource, MemoryTopic, MemoryTurns
-from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Service
+from sidecar.adapters.prometheus import Metrics
+from sidecar.engine.offload import inline
+from sidecar.engine.service import Service
+from sidecar.evaluate.rubric import Rubric
 from sidecar.model import Trace
-from sidecar.offload import inline
-from sidecar.rubric import Rubric
 from tests.builders import rubric
 from tests.conversation_builders import (
     both_stages_round,
@@ -33,6 +32,7 @@ from tests.conversation_builders import (
     rig_settings,
     turn_trace,
 )
+from tests.fakes import MemorySink, MemorySource, MemoryTopic, MemoryTurns
 from tests.otlp_records import record
 from tests.service_rig import ManualClock
 

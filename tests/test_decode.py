@@ -17,10 +17,10 @@ from opentelemetry.trace import SpanKind as OtelSpanKind
 from opentelemetry.trace import Status
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
-from sidecar.decode import decode
 from sidecar.errors import DecodeError
+from sidecar.ingest.decode import decode
+from sidecar.ingest.otlpjson import request_to_json_line
 from sidecar.model import Span, SpanEvent, SpanKind, StatusCode
-from sidecar.otlpjson import request_to_json_line
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"
@@ -237,7 +237,7 @@ def test_legacy_instrumentation_library_spans_are_read() -> None:
 
 
 def test_json_accepts_a_parsed_mapping() -> None:
-    from sidecar.decode import decode_json
+    from sidecar.ingest.decode import decode_json
 
     assert only(decode_json(json_request(json_span()))).span_id == SPAN
 

@@ -21,9 +21,9 @@ import pytest
 
 from sidecar.cli import main
 from sidecar.commands.demo import demo_data
-from sidecar.decode import decode
+from sidecar.evaluate.rubric import Rubric, load_rubrics
+from sidecar.ingest.decode import decode
 from sidecar.model import Span
-from sidecar.rubric import Rubric, load_rubrics
 from tests.judge_fixtures import clear_judge_credentials
 
 DEMO_TRACES, DEMO_RUBRICS = demo_data()

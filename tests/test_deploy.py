@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sidecar.rubric import load_rubrics
+from sidecar.evaluate.rubric import load_rubrics
 from sidecar.settings import load_settings
 from tests import realparts
 

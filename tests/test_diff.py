@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sidecar.calibrate.diff import Kind, diff_verdicts
 from sidecar.cli import main
-from sidecar.records import VerdictRecord, validate
+from sidecar.drift.verdict_diff import Kind, diff_verdicts
+from sidecar.wire.records import VerdictRecord, validate
 
 P, F, E, S = "PASS", "FAIL", "ERROR", "SKIPPED"
 

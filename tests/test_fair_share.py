@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from sidecar.adapters.memory import MemoryTopic
+from tests.fakes import MemoryTopic
 from tests.service_rig import make_rig
 
 
@@ -52,7 +52,7 @@ async def test_a_member_waits_for_its_first_assignment() -> None:
 async def test_without_a_rebalance_the_member_reads_what_it_holds_after_the_wait(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sidecar.app")
+    caplog.set_level(logging.INFO, logger="sidecar.engine.service")
     rig = make_rig(MemoryTopic(partitions=4))
     rig.service.group_members = 2
     start = asyncio.create_task(rig.service.start())

@@ -24,7 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from sidecar.bounds import MAX_NESTING
-from sidecar.decode import _Cut, _pb_attributes, decode_json, spans_from_request
+from sidecar.ingest.decode import _Cut, _pb_attributes, decode_json, spans_from_request
+from sidecar.ingest.otlpjson import request_to_dict
 from sidecar.model import (
     LogRecord,
     Span,
@@ -35,7 +36,6 @@ from sidecar.model import (
     new_span,
     new_span_event,
 )
-from sidecar.otlpjson import request_to_dict
 from tests.fuzz_strategies import FUZZ
 from tests.otlp_records import fill_any_value
 

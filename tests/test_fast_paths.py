@@ -22,12 +22,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from sidecar.bounds import MAX_NESTING, value_depth
-from sidecar.checks.grounding import GroundedNumbers, _readings_of, grounded_numbers
-from sidecar.conventions.messages import parse_message
-from sidecar.decode import decode
 from sidecar.errors import DecodeError
+from sidecar.evaluate.checks.grounding import GroundedNumbers, _readings_of, grounded_numbers
+from sidecar.evaluate.conventions.messages import parse_message
+from sidecar.evaluate.transcript import _readable, build_transcript
+from sidecar.ingest.decode import decode
 from sidecar.model import Flag, Outcome
-from sidecar.transcript import _readable, build_transcript
 from tests.builders import span, trace, transcript
 from tests.otlp_records import fill_any_value
 

@@ -19,12 +19,12 @@ from decimal import Decimal
 
 import pytest
 
-from sidecar.checks import grounding
-from sidecar.checks._common import one_line
-from sidecar.checks.answer import _answer_json
-from sidecar.checks.grounding import GroundedNumbers, grounded_numbers
-from sidecar.checks.required import ExpectedCall, _actual, _Fit, _fit
-from sidecar.conventions.attributes import compact_json
+from sidecar.evaluate.checks import grounding
+from sidecar.evaluate.checks._common import one_line
+from sidecar.evaluate.checks.answer import _answer_json
+from sidecar.evaluate.checks.grounding import GroundedNumbers, grounded_numbers
+from sidecar.evaluate.checks.required import ExpectedCall, _actual, _Fit, _fit
+from sidecar.evaluate.conventions.attributes import compact_json
 from sidecar.model import Outcome
 from tests.builders import tool_call, transcript
 

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.checks._common import Finding, _finding, schema_violation
-from sidecar.checks.schema import certainly_valid, new_validator
-from sidecar.conventions import CONVENTIONS, READERS, Claims, read_span
-from sidecar.conventions.messages import (
+from sidecar.evaluate.checks._common import Finding, _finding, schema_violation
+from sidecar.evaluate.checks.schema import certainly_valid, new_validator
+from sidecar.evaluate.conventions import CONVENTIONS, READERS, Claims, read_span
+from sidecar.evaluate.conventions.messages import (
     Message,
     ToolRequest,
     ToolResponse,
@@ -33,7 +33,8 @@ from sidecar.conventions.messages import (
     new_tool_request,
     new_tool_response,
 )
-from sidecar.conventions.reading import Reading, Role, new_reading
+from sidecar.evaluate.conventions.reading import Reading, Role, new_reading
+from sidecar.evaluate.transcript import _new_step, _Step
 from sidecar.model import (
     CheckResult,
     Outcome,
@@ -42,7 +43,6 @@ from sidecar.model import (
     new_check_result,
     new_tool_call,
 )
-from sidecar.transcript import _new_step, _Step
 from tests.builders import span
 from tests.fuzz_shapes import CONVENTION_SHAPES, spans_of
 from tests.fuzz_strategies import FUZZ_WIDE, texts

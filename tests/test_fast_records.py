@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidecar.evaluate.verdict import Verdict
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome
-from sidecar.records import VerdictRecord
-from sidecar.redact import Content, Redaction
-from sidecar.verdict import Verdict
+from sidecar.wire.records import VerdictRecord
+from sidecar.wire.redact import Content, Redaction
 from tests.fuzz_strategies import FUZZ
 
 TEXT = st.one_of(

@@ -1,6 +1,6 @@
 """Fuzz: every check type, on hostile transcripts, gives PASS/FAIL/ERROR and never PASS on what it could not read.
 
-Each registered check type (``sidecar.checks.CHECK_TYPES``) has here a
+Each registered check type (``sidecar.evaluate.checks.CHECK_TYPES``) has here a
 strategy for valid configs; transcripts carry random, deep, huge and
 ill-typed tool arguments and results, answers full of number forms, and
 latencies that are missing, negative, NaN or infinite. Contract: one
@@ -22,8 +22,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.checks import CHECK_TYPES, run_check
-from sidecar.checks.base import CheckConfig
+from sidecar.evaluate.checks import CHECK_TYPES, run_check
+from sidecar.evaluate.checks.base import CheckConfig
 from sidecar.model import ErrorSpan, Flag, Outcome, ToolCall, Transcript
 from tests.fuzz_strategies import FUZZ_WIDE, embeddable, json_texts, json_values, texts
 

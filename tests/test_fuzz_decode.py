@@ -15,8 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sidecar.bounds import MAX_NESTING, UINT64_MAX, value_depth
-from sidecar.decode import decode
 from sidecar.errors import DecodeError
+from sidecar.ingest.decode import decode
 from sidecar.model import Span
 from tests.fuzz_shapes import otlp_json_records, proto_record
 from tests.fuzz_strategies import (

@@ -15,11 +15,11 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.adapters.memory import MemoryTopic
-from sidecar.decode import decode
 from sidecar.errors import DecodeError
-from sidecar.records import VerdictRecord
-from sidecar.rubric import Rubric
+from sidecar.evaluate.rubric import Rubric
+from sidecar.ingest.decode import decode
+from sidecar.wire.records import VerdictRecord
+from tests.fakes import MemoryTopic
 from tests.fuzz_shapes import CONVENTION_SHAPES, otlp_json_records, spans_of
 from tests.fuzz_strategies import FUZZ, embeddable
 from tests.otlp_records import record

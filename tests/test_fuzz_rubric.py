@@ -2,7 +2,7 @@
 
 Rubric files are edited by people and may be anything: random text, YAML of
 the wrong shape, fields of the wrong type, numbers out of range, unknown
-check types. Contract: :func:`~sidecar.rubric.parse_rubric` returns a
+check types. Contract: :func:`~sidecar.evaluate.rubric.parse_rubric` returns a
 ``Rubric`` or raises ``RubricError`` whose message starts with the file's
 path, within the per-example deadline; a rubric that loads can be run on a
 trace without an exception.
@@ -22,11 +22,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.checks import CHECK_TYPES
 from sidecar.errors import RubricError
-from sidecar.pipeline import judge_cases, plan
-from sidecar.rubric import Rubric, parse_rubric
-from sidecar.sample import Sampler
+from sidecar.evaluate.checks import CHECK_TYPES
+from sidecar.evaluate.pipeline import judge_cases, plan
+from sidecar.evaluate.rubric import Rubric, parse_rubric
+from sidecar.evaluate.sample import Sampler
 from tests.builders import genai_trace
 from tests.fuzz_strategies import FUZZ, json_values, texts
 

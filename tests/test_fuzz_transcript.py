@@ -1,6 +1,6 @@
 """Fuzz: building a transcript never raises, for every convention, whatever the spans hold.
 
-Each registered convention (``sidecar.conventions.CONVENTIONS``) has here the
+Each registered convention (``sidecar.evaluate.conventions.CONVENTIONS``) has here the
 span names, scopes and attribute keys its reader looks at; the spans get
 random, deep, huge and ill-typed values under those keys, random parent
 links (missing, cyclic, duplicated ids) and random times (reversed, zero,
@@ -16,14 +16,14 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.conventions import ALL_CONVENTIONS
+from sidecar.evaluate.conventions import ALL_CONVENTIONS
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import (
     DecideReason,
     Flag,
     Trace,
     Transcript,
 )
-from sidecar.transcript import build_transcript
 from tests.fuzz_shapes import CONVENTION_SHAPES, spans_of
 from tests.fuzz_strategies import FUZZ
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from sidecar.adapters.memory import MemoryTopic
-from sidecar.app import Service
 from sidecar.bounds import MAX_NESTING
 from sidecar.cli import main
-from sidecar.decode import Encoding, decode
+from sidecar.engine.service import Service
 from sidecar.errors import DecodeError
+from sidecar.evaluate.rubric import Rubric
+from sidecar.ingest.decode import Encoding, decode
 from sidecar.model import Span
-from sidecar.rubric import Rubric
+from tests.fakes import MemoryTopic
 from tests.fuzz_shapes import proto_record
 from tests.service_rig import (
     INTERVAL,

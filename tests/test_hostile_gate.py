@@ -9,11 +9,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar import cli
-from sidecar.adapters.metrics import HELD, Metrics, record_verdict
-from sidecar.calibrate.gate import evaluate_gate
+from sidecar.adapters.prometheus import HELD, Metrics, record_verdict
+from sidecar.calibrate.release_gate import evaluate_gate
+from sidecar.evaluate.verdict import make_verdict
 from sidecar.model import CriterionResult, Outcome, Transcript
-from sidecar.records import CriterionRecord, VerdictRecord
-from sidecar.verdict import make_verdict
+from sidecar.wire.records import CriterionRecord, VerdictRecord
 
 P, F = Outcome.PASS, Outcome.FAIL
 

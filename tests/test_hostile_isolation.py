@@ -16,14 +16,14 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from sidecar.adapters.memory import MemoryTopic
+from sidecar.engine.offline import ReplaySummary, evaluate_traces, stream_verdicts
+from sidecar.evaluate.pipeline import Fault, judge_cases, plan
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
 from sidecar.judge import JudgeResult, Screening
 from sidecar.model import CaseOutcome, CriterionResult, Outcome, Trace, Transcript
-from sidecar.pipeline import Fault, judge_cases, plan
-from sidecar.replay import ReplaySummary, evaluate_traces, stream_verdicts
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
 from tests.builders import genai_trace, refund_rubric
+from tests.fakes import MemoryTopic
 from tests.otlp_records import record
 from tests.service_rig import INTERVAL, WAIT, make_rig, quiesce
 

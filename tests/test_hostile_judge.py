@@ -17,16 +17,16 @@ import httpx2
 import pytest
 
 from sidecar.adapters.judge_backends import AnswerTooLarge, CappedTransport, make_backend
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.prometheus import Metrics
+from sidecar.evaluate.pipeline import Case, conclude
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import SampleDecision
 from sidecar.judge import JudgeResult, screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.parse import BAD_SHAPE, INPUT_TRUNCATED, parse_answer
 from sidecar.judge.prompt import TOOL_CALLS, build_request
 from sidecar.judge.service import JudgeService
 from sidecar.model import Outcome, Transcript
-from sidecar.pipeline import Case, conclude
-from sidecar.rubric import Rubric
-from sidecar.sample import SampleDecision
 from tests.builders import JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import JudgeServer, gemini_json, gemini_text, openai_text
 from tests.judge_fixtures import GOOD_VERDICTS, FakeClock

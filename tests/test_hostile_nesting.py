@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from sidecar.bounds import MAX_NESTING, json_too_deep, value_depth
-from sidecar.checks import run_checks
-from sidecar.conventions import MessageMemo, parse_messages
-from sidecar.conventions.attributes import parse_json, text_of
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.conventions import MessageMemo, parse_messages
+from sidecar.evaluate.conventions.attributes import parse_json, text_of
+from sidecar.evaluate.pipeline import judge_cases, plan
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Flag, Outcome, SpanEvent, SpanKind
-from sidecar.pipeline import judge_cases, plan
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
-from sidecar.transcript import build_transcript
 from tests.builders import MS, genai_trace, span, trace
 
 DEEP = 100_000

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.checks import run_check
-from sidecar.checks.grounding import GroundedNumbers
+from sidecar.evaluate.checks import run_check
+from sidecar.evaluate.checks.grounding import GroundedNumbers
 from sidecar.model import Outcome, ToolCall, Transcript
 
 PASS, FAIL = Outcome.PASS, Outcome.FAIL

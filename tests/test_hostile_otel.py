@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, Sp
 
 from sidecar.adapters.otel import VerdictSpans, exporter_from_env, tracer_provider, verdict_spans
 from sidecar.errors import ConfigError
+from sidecar.evaluate.verdict import Verdict
 from sidecar.model import CaseOutcome
-from sidecar.verdict import Verdict
 from tests.integration.harness import REPO, run_python
 
 

@@ -14,14 +14,14 @@ import json
 
 import pytest
 
-from sidecar.assemble import Assembler
-from sidecar.checks import run_checks
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.pipeline import judge_cases, plan
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.transcript import build_transcript
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.assemble import Assembler
 from sidecar.model import CaseOutcome, DecideReason, Flag, Outcome, SpanKind, Trace
-from sidecar.pipeline import judge_cases, plan
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
-from sidecar.transcript import build_transcript
-from sidecar.verdict import Verdict
 from tests.builders import MS, genai_trace, span, trace
 
 RUBRIC = Rubric.model_validate(

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from sidecar.checks import run_check
-from sidecar.checks.answer import AnswerRegex
-from sidecar.checks.tools import ToolArguments
 from sidecar.errors import RubricError
+from sidecar.evaluate.checks import run_check
+from sidecar.evaluate.checks.answer import AnswerRegex
+from sidecar.evaluate.checks.tools import ToolArguments
+from sidecar.evaluate.rubric import Rubric, parse_rubric
 from sidecar.model import Outcome, ToolCall, Transcript
-from sidecar.rubric import Rubric, parse_rubric
 
 FILE = Path("rubrics/hostile.yaml")
 CATASTROPHIC = "(a+)+$"

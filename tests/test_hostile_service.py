@@ -21,15 +21,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sidecar.adapters.memory import MemorySink, MemorySource, MemoryTopic
-from sidecar.adapters.metrics import Metrics
-from sidecar.app import Service
-from sidecar.handover import Handover
+from sidecar.adapters.prometheus import Metrics
+from sidecar.engine.offload import inline
+from sidecar.engine.service import Service
+from sidecar.evaluate.rubric import Rubric
+from sidecar.ingest.handover import Handover
 from sidecar.model import DecideReason, Trace
-from sidecar.offload import inline
-from sidecar.rubric import Rubric
 from sidecar.settings import Settings
 from tests.builders import trace_id
+from tests.fakes import MemorySink, MemorySource, MemoryTopic
 from tests.otlp_records import SpanSpec, span_tree
 from tests.service_rig import INTERVAL, WAIT, JournalSpans, ManualClock, quiesce
 

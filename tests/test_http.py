@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar.adapters.http import MetricsServer
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.prometheus import Metrics
 
 
 @dataclass

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidecar.evaluate.rubric import Rubric
 from sidecar.judge.prompt import (
     NOT_CAPTURED,
     QUOTE_PREFIX,
@@ -26,7 +27,6 @@ from sidecar.judge.prompt import (
     quotable_texts,
 )
 from sidecar.model import ToolCall
-from sidecar.rubric import Rubric
 from tests.builders import criterion, judge_block, rubric, tool_call, transcript
 
 NONCE = "0123456789abcdef0123"

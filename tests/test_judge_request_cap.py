@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from sidecar.conversation.transcript import conversation_transcript
+from sidecar.conversation.merged import conversation_transcript
 from sidecar.judge.config import DEFAULT_MAX_REQUEST_CHARS, JudgeSettings
 from sidecar.judge.parse import INPUT_TRUNCATED, parse_answer
 from sidecar.judge.prompt import OMITTED_TURNS, build_request

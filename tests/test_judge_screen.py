@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.evaluate.rubric import InjectionPolicy
 from sidecar.judge import apply_injection_policy
 from sidecar.judge.prompt import (
     QUOTE_PREFIX,
@@ -30,7 +31,6 @@ from sidecar.judge.prompt import (
 )
 from sidecar.judge.screen import Screening, screen
 from sidecar.model import CriterionResult, Outcome, Transcript
-from sidecar.rubric import InjectionPolicy
 from tests.builders import criterion, judge_block, rubric, tool_call, transcript
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

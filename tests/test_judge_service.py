@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from sidecar.adapters.judge_backends import GeminiBackend, OpenAICompatBackend
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.prometheus import Metrics
 from sidecar.errors import JudgeUnavailable
+from sidecar.evaluate.rubric import Rubric
 from sidecar.judge import JudgeResult, Screening, screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.pairwise import Choice, PairwiseAnswer, build_pairwise_request
 from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import Backend, BackendReply, JudgeService, model_family, same_family
 from sidecar.model import Outcome, Transcript
-from sidecar.rubric import Rubric
 from tests.builders import ANSWER, JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import (
     JudgeServer,

@@ -10,9 +10,9 @@ PROBE = """
 import sys
 import sidecar.cli
 sidecar.cli.build_parser()  # every command module, as `sidecar run` loads them
-import sidecar.app, sidecar.commands.run
+import sidecar.engine.service, sidecar.commands.run
 from sidecar.settings import JudgeSettings
-from sidecar.wiring import build_judge
+from sidecar.commands._wiring import build_judge
 assert build_judge(JudgeSettings(), None, environ={}) is None
 print("google.genai" in sys.modules)
 """

@@ -21,13 +21,13 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord as PbLogRecord
 
-from sidecar.assemble import Assembler
 from sidecar.bounds import MAX_NESTING
-from sidecar.decode_logs import decode_logs, decode_signal
 from sidecar.errors import DecodeError
-from sidecar.events import join_logs
+from sidecar.evaluate.transcript import build_transcript
+from sidecar.ingest.assemble import Assembler
+from sidecar.ingest.decode_logs import decode_logs, decode_signal
+from sidecar.ingest.events import join_logs
 from sidecar.model import DecideReason, LogRecord, RecordRef, SpanKind, Trace
-from sidecar.transcript import build_transcript
 from tests.agents.genai_spans import make_genai_trace, recorder
 from tests.agents.otlp import encode_request
 from tests.builders import TRACE_ID, span

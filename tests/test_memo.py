@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from sidecar.conventions.memo import MessageMemo
-from sidecar.conventions.messages import parse_messages
+from sidecar.evaluate.conventions.memo import MessageMemo
+from sidecar.evaluate.conventions.messages import parse_messages
 
 
 def _history(rng: random.Random, n: int) -> list[dict[str, object]]:

@@ -6,9 +6,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
-from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome
-from sidecar.verdict import Verdict, make_verdict
 from tests.builders import ROOT_SPAN_ID, TRACE_ID, rubric, transcript
 
 RUBRIC = {"rubric": "refund-support", "rubric_version": "3"}
@@ -111,7 +111,7 @@ def test_case_outcome_label(metrics: Metrics, overrides: dict[str, Any], outcome
 
 
 def test_review_cases_are_counted_by_review_routing_not_here(metrics: Metrics) -> None:
-    # sidecar.review decides the reasons; the service counts each routed case once.
+    # sidecar.calibrate.review decides the reasons; the service counts each routed case once.
     record_verdict(metrics, verdict(review=True, injection_suspected=True))
     assert metrics.registry.get_sample_value(
         "sidecar_review_cases_total", {"rubric": "refund-support", "reason": "injection_pass"}

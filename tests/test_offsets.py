@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.offsets import OffsetTracker
+from sidecar.ingest.offsets import OffsetTracker
 
 COMMITTABLE_CASES = [
     pytest.param([], {}, [], {}, id="nothing-consumed"),

@@ -10,10 +10,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from sidecar.adapters.otel import EVENT_NAME, JsonLinesSpanExporter, VerdictSpans, tracer_provider
-from sidecar.decode import decode
+from sidecar.evaluate.verdict import Verdict, make_verdict
+from sidecar.ingest.decode import decode
 from sidecar.model import CheckResult, CriterionResult, Outcome
 from sidecar.model import SpanKind as ModelSpanKind
-from sidecar.verdict import Verdict, make_verdict
 from tests.builders import ROOT_SPAN_ID, TRACE_ID, transcript
 
 PASS, FAIL, ERROR, SKIPPED = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sidecar.adapters.metrics import Metrics
+from sidecar.adapters.prometheus import Metrics
+from sidecar.evaluate.pipeline import judge_cases, plan
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
 from sidecar.judge import Screening, screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.prompt import JudgeRequest
 from sidecar.judge.service import BackendReply, JudgeService
 from sidecar.model import Transcript
-from sidecar.pipeline import judge_cases, plan
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
 from tests.builders import CRITERIA, genai_trace, refund_rubric, rubric
 from tests.judge_fixtures import FakeClock
 

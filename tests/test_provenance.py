@@ -28,22 +28,22 @@ import yaml
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sidecar.adapters.judge_backends import GeminiBackend, OpenAICompatBackend
-from sidecar.adapters.metrics import Metrics, record_rubrics, record_verdict
 from sidecar.adapters.otel import EVENT_NAME, VerdictSpans, tracer_provider
+from sidecar.adapters.prometheus import Metrics, record_rubrics, record_verdict
 from sidecar.cli import main
-from sidecar.fingerprint import (
+from sidecar.drift.fingerprint import (
     FingerprintStatus,
     check_fingerprint,
     rubric_hash,
     with_fingerprint,
 )
+from sidecar.engine.offline import ReplaySummary, evaluate_traces
+from sidecar.evaluate.rubric import Rubric, parse_rubric
+from sidecar.evaluate.sample import Sampler, trace_fraction
 from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import Backend, JudgeService
-from sidecar.records import VerdictRecord, read_records
-from sidecar.replay import ReplaySummary, evaluate_traces
-from sidecar.rubric import Rubric, parse_rubric
-from sidecar.sample import Sampler, trace_fraction
+from sidecar.wire.records import VerdictRecord, read_records
 from tests import realparts
 from tests.builders import JUDGE_MODEL, genai_trace, refund_rubric, refund_transcript
 from tests.dashboard_queries import ANNOTATION_EXPRS, expand

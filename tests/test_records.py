@@ -1,4 +1,4 @@
-"""Every record format (sidecar.records): bytes as written before, round trips, the label rule."""
+"""Every record format (sidecar.wire.records): bytes as written before, round trips, the label rule."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from sidecar.calibrate.review import review_record
 from sidecar.errors import InputFileError, RecordError
+from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.records import (
+from sidecar.wire.records import (
     Adjudication,
     HumanLabel,
     PairRecord,
@@ -22,8 +24,6 @@ from sidecar.records import (
     read_records,
     validate,
 )
-from sidecar.review import review_record
-from sidecar.verdict import Verdict, make_verdict
 from tests.builders import tool_call, transcript
 
 P, F, E = Outcome.PASS, Outcome.FAIL, Outcome.ERROR

@@ -1,4 +1,4 @@
-"""Redaction of the verdict and review records (sidecar.redact): modes, patterns, settings, wiring."""
+"""Redaction of the verdict and review records (sidecar.wire.redact): modes, patterns, settings, wiring."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from typing import Any
 
 import pytest
 
+from sidecar.calibrate.review import review_record
 from sidecar.cli import main
 from sidecar.commands.demo import demo_data
 from sidecar.errors import ConfigError
+from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.records import ReviewRecord, VerdictRecord, read_records
-from sidecar.redact import (
+from sidecar.settings import RedactionSettings, Settings, load_settings
+from sidecar.wire.records import ReviewRecord, VerdictRecord, read_records
+from sidecar.wire.redact import (
     DEFAULT_REDACTION,
     NO_REDACTION,
     Content,
@@ -24,9 +27,6 @@ from sidecar.redact import (
     content_hash,
     luhn_valid,
 )
-from sidecar.review import review_record
-from sidecar.settings import RedactionSettings, Settings, load_settings
-from sidecar.verdict import Verdict, make_verdict
 from tests.builders import span_id, tool_call, transcript
 from tests.service_rig import make_rig, run_until_idle_then_stop
 

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
+from sidecar.calibrate.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.calibrate.rolling import AgreementKey
+from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome
-from sidecar.records import parse_label
-from sidecar.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
-from sidecar.verdict import Verdict, make_verdict
+from sidecar.wire.records import parse_label
 from tests.builders import TRACE_ID, transcript
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from sidecar.errors import RubricError
-from sidecar.rubric import load_rubrics, parse_rubric, route
+from sidecar.evaluate.rubric import load_rubrics, parse_rubric, route
 from tests.builders import criterion, judge_block, rubric, rubric_yaml
 
 REPO_RUBRICS = Path(__file__).resolve().parents[1] / "rubrics"

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import SampleDecision, Sampler, trace_fraction
 from sidecar.model import CheckResult, ErrorSpan, Outcome, Transcript
-from sidecar.rubric import Rubric
-from sidecar.sample import SampleDecision, Sampler, trace_fraction
 from tests.builders import criterion, judge_block, rubric, sampling, tool_call, transcript
 
 JUDGE = judge_block(

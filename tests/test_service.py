@@ -1,6 +1,6 @@
 """The service's commit rule, rebalance, back-pressure and shutdown order, in memory.
 
-``Service`` runs on the in-memory broker (``sidecar.adapters.memory``) and a
+``Service`` runs on the in-memory broker (``tests.fakes``) and a
 manual clock: time moves only when a test says so, and ``sleep`` (verdict send
 retries, the bounded shutdown wait) waits for it. Tests step the loop with
 ``Service.step`` or run the real ``Service.run`` until the source is idle. The
@@ -13,8 +13,8 @@ import logging
 
 import pytest
 
-from sidecar.adapters.memory import MemoryTopic
 from tests.builders import trace_id
+from tests.fakes import MemoryTopic
 from tests.service_rig import (
     INTERVAL,
     WAIT,
@@ -239,7 +239,7 @@ async def test_shutdown_waits_for_in_flight_traces_only_until_the_timeout(
     rig.topic.append(0, spans(1))
     rig.sink.fail(1_000)  # never acknowledged
 
-    with caplog.at_level(logging.WARNING, logger="sidecar.app"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.engine.service"):
         await run_until_idle_then_stop(rig, advance=20.0)
 
     after_stop = rig.journal[rig.journal.index("stop") :]

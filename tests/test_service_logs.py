@@ -1,6 +1,6 @@
 """The service with its second input: the logs topic, co-partitioned with the spans topic.
 
-On the in-memory broker (``sidecar.adapters.memory``) and a manual clock:
+On the in-memory broker (``tests.fakes``) and a manual clock:
 log records join their traces whichever topic is read first, their content
 reaches the verdict, and logs offsets follow the commit rule of the spans
 topic (held while a trace that read them is undecided, released once its
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar.adapters.memory import MemoryTopic
 from sidecar.settings import Settings
 from tests.builders import rubric, span_id, trace_id
+from tests.fakes import MemoryTopic
 from tests.service_rig import INTERVAL, WAIT, Rig, spans, started
 from tests.service_rig import make_rig as service_rig
 

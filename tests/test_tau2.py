@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from sidecar.checks import run_check, run_checks
-from sidecar.checks.required import RequiredToolCalls
-from sidecar.checks.tools import ToolDenylist
+from sidecar.evaluate.checks import run_check, run_checks
+from sidecar.evaluate.checks.required import RequiredToolCalls
+from sidecar.evaluate.checks.tools import ToolDenylist
+from sidecar.evaluate.rubric import Rubric, load_rubric
 from sidecar.model import Outcome, Transcript
-from sidecar.rubric import Rubric, load_rubric
 from tests.builders import tool_call, transcript
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from sidecar.evaluate.pipeline import conclude, plan
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict
 from sidecar.model import CheckResult, Outcome, Trace
-from sidecar.pipeline import conclude, plan
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
-from sidecar.verdict import Verdict
 from tests.builders import ToolSpec, criterion, genai_trace, judge_block, rubric
 
 # Tasks with 3 to 5 actions: repeated tool names with different arguments

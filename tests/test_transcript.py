@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import ErrorSpan, SpanKind, ToolCall, Trace, Transcript
-from sidecar.transcript import build_transcript
 from tests.builders import (
     MS,
     TRACE_ID,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from sidecar import __version__
+from sidecar.evaluate.verdict import case_outcome, idempotency_key, make_verdict
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome
-from sidecar.verdict import case_outcome, idempotency_key, make_verdict
 from tests.builders import transcript
 
 PASS, FAIL, ERROR, SKIPPED = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED

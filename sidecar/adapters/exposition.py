@@ -3,7 +3,7 @@
 ``sidecar backfill`` keeps its metrics in its own registry and serves them
 through :func:`labelled`, so every family it exposes (verdicts, judge calls,
 spans read) carries ``mode="backfill"`` without the metric definitions
-(:mod:`sidecar.adapters.metrics`) knowing about it. The live service exposes
+(:mod:`sidecar.adapters.prometheus`) knowing about it. The live service exposes
 its registry as it is: queries that must leave backfills out select
 ``mode!="backfill"``, which also matches series without the label.
 """

@@ -8,13 +8,13 @@ so with equal partition counts partition i of both topics lands on the same
 member, which is what lets a trace's spans and log records meet (the Collector
 partitions both by trace id). Unequal counts break that; :meth:`KafkaSource.start`
 logs an error naming both counts. The consumer runs with ``enable_auto_commit=False``; offsets are committed by
-the service from :class:`~sidecar.offsets.OffsetTracker`, each with metadata
-(:mod:`sidecar.handover`) that the next owner reads on assignment. A
+the service from :class:`~sidecar.ingest.offsets.OffsetTracker`, each with metadata
+(:mod:`sidecar.ingest.handover`) that the next owner reads on assignment. A
 rebalance listener lets the service commit and drop a partition's buffered
 traces on revoke. aiokafka errors are wrapped:
 :class:`~sidecar.errors.SourceError` when the broker cannot be reached,
 :class:`~sidecar.errors.DeliveryError` when a send was not acknowledged (see
-:mod:`sidecar.adapters.broker`).
+:mod:`sidecar.ports`).
 
 The producer is idempotent. A batch the broker refused (record too large,
 topic deleted, not authorised) leaves an idempotent producer's sequence
@@ -38,8 +38,8 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
-from sidecar.adapters.broker import RebalanceListener, Record
 from sidecar.errors import DeliveryError, PartialDelivery, SourceError
+from sidecar.ports import RebalanceListener, Record
 from sidecar.settings import KafkaSettings
 
 __all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource"]
@@ -56,7 +56,7 @@ def _security(settings: KafkaSettings) -> dict[str, object]:
     return options
 
 
-# The same security options for every client of the cluster (also sidecar.adapters.history).
+# The same security options for every client of the cluster (also sidecar.adapters.kafka_history).
 security_options = _security
 
 

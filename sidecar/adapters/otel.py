@@ -59,9 +59,9 @@ from opentelemetry.util.types import AttributeValue
 
 from sidecar import __version__
 from sidecar.errors import ConfigError
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.otlpjson import request_to_json_line
 from sidecar.model import CheckResult, CriterionResult, Outcome
-from sidecar.otlpjson import request_to_json_line
-from sidecar.verdict import Verdict
 
 EVENT_NAME = "gen_ai.evaluation.result"
 RUBRIC_HASH = "eval.rubric.hash"

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from sidecar.calibrate.calibrate import CalibrationReport, CriterionReport, Part
-from sidecar.calibrate.gate import GateReport
+from sidecar.calibrate.agreement import CalibrationReport, CriterionReport, Part
+from sidecar.calibrate.release_gate import GateReport
 
 # Unresolved disagreements listed per criterion in Markdown; the JSON has all.
 MARKDOWN_DISAGREEMENTS = 20

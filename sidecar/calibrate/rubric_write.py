@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from sidecar.calibrate.calibrate import CalibrationReport, CriterionReport
+from sidecar.calibrate.agreement import CalibrationReport, CriterionReport
 from sidecar.errors import RubricError
-from sidecar.rubric import Rubric, parse_rubric
+from sidecar.evaluate.rubric import Rubric, parse_rubric
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """``sidecar backfill --config FILE --from TIME [--to TIME]``: evaluate history still in Kafka.
 
-The window and how it is read are in :mod:`sidecar.backfill`. What this
+The window and how it is read are in :mod:`sidecar.engine.history`. What this
 command adds:
 
-- the reader is :class:`~sidecar.adapters.history.KafkaHistory` in its own
+- the reader is :class:`~sidecar.adapters.kafka_history.KafkaHistory` in its own
   group, ``--group`` or ``<kafka.group_id>-backfill-<UTC time>``; the live
   group's offsets are never read, committed or moved;
 - verdict records go to ``--topic`` or ``kafka.backfill_verdict_topic``
@@ -44,20 +44,20 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sidecar.adapters.broker import Sink
 from sidecar.adapters.exposition import labelled
-from sidecar.adapters.history import KafkaHistory
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaSink
-from sidecar.adapters.metrics import Metrics, record_verdict
-from sidecar.assemble import Assembler
-from sidecar.backfill import BackfillSummary, Window, backfill, window_times
+from sidecar.adapters.kafka_history import KafkaHistory
+from sidecar.adapters.prometheus import Metrics, record_verdict
+from sidecar.commands._wiring import build_judge, build_sampler
+from sidecar.engine.history import BackfillSummary, Window, backfill, window_times
 from sidecar.errors import DeliveryError, UsageError
-from sidecar.redact import Redaction
-from sidecar.rubric import load_rubrics
+from sidecar.evaluate.rubric import load_rubrics
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.assemble import Assembler
+from sidecar.ports import Sink
 from sidecar.settings import Settings, load_settings
-from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge, build_sampler
+from sidecar.wire.redact import Redaction
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``sidecar calibrate``: how often does the judge agree with careful humans?
 
-Reads the files, runs :func:`sidecar.calibrate.calibrate.calibrate`, prints a
+Reads the files, runs :func:`sidecar.calibrate.agreement.calibrate`, prints a
 table and writes the JSON report, the Markdown report with its pictures and
 the rubric's ``calibration:`` block when asked. Exit 0 when the report was
 made (unfit criteria are a finding, not a failure); errors are raised and the
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.calibrate.calibrate import (
+from sidecar.calibrate.agreement import (
     DEFAULT_HELD_OUT_SHARE,
     DEFAULT_KAPPA_THRESHOLD,
     CalibrationReport,

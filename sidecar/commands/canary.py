@@ -4,7 +4,7 @@ Made for CI before a judge model or rubric change: every given trace is
 judged with the rubric now (sampling ignored, verdict cache bypassed, through
 the judge service's limits, retries and breaker; a judge that cannot be
 reached gives ERROR verdicts here, never a pause), and compared with the
-human labels. The rules are in :mod:`sidecar.canary`.
+human labels. The rules are in :mod:`sidecar.drift.canary_set`.
 
 Prints per criterion n, agreement, kappa, errors and flips. ``--json OUT``
 writes ``{"rubric", "rubric_version", "rubric_hash", "judge_model",
@@ -35,26 +35,26 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sidecar.calibrate.gate import DEFAULT_MAX_ERROR_RATE
 from sidecar.calibrate.inputs import parse_labels, parse_verdicts
+from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
 from sidecar.calibrate.report import fmt
-from sidecar.canary import (
+from sidecar.commands._io import consoles, read_lines, write_output
+from sidecar.commands._wiring import build_judge, judge_credentials_hint
+from sidecar.drift.canary_set import (
     CanaryReport,
     canary_cases,
     canary_report,
     judge_canary,
     previous_outcomes,
 )
-from sidecar.commands._io import consoles, read_lines, write_output
+from sidecar.engine.offline import ReplaySummary, collect_traces
 from sidecar.errors import ConfigError, InputFileError, RecordError, UsageError
+from sidecar.evaluate.pipeline import Case
+from sidecar.evaluate.rubric import load_rubric
+from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
-from sidecar.pipeline import Case
-from sidecar.replay import ReplaySummary, collect_traces
-from sidecar.rubric import load_rubric
 from sidecar.settings import load_settings
-from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge, judge_credentials_hint
 
 
 def register(subparsers: Any) -> None:

@@ -10,7 +10,7 @@ then as answer B. Only a win named in both orders counts; a pair where the
 judge followed the position, or changed its mind, is reported as
 position-biased (:mod:`sidecar.judge.pairwise`). The win rate is candidate
 wins over consistent decisive pairs, with its Wilson interval
-(:mod:`sidecar.calibrate.compare`).
+(:mod:`sidecar.calibrate.pairwise_report`).
 
 Each request is built by :mod:`sidecar.judge.pairwise` (fresh nonce, fenced
 and neutralised data, strict answer parsing) and sent through
@@ -39,10 +39,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sidecar.adapters.metrics import Metrics
-from sidecar.calibrate.compare import CompareReport
+from sidecar.adapters.prometheus import Metrics
+from sidecar.calibrate.pairwise_report import CompareReport
 from sidecar.calibrate.report import fmt
 from sidecar.commands._io import consoles, read_lines, write_output
+from sidecar.commands._wiring import judge_configured, judge_credentials_hint
 from sidecar.errors import ConfigError, InputFileError, UsageError
 from sidecar.judge.pairwise import (
     DEFAULT_INSTRUCTIONS,
@@ -54,9 +55,8 @@ from sidecar.judge.pairwise import (
     with_judge_reports,
 )
 from sidecar.judge.service import JudgeService
-from sidecar.records import parse_pairs
 from sidecar.settings import load_settings
-from sidecar.wiring import judge_configured, judge_credentials_hint
+from sidecar.wire.records import parse_pairs
 
 Sleep = Callable[[float], Awaitable[None]]
 

@@ -14,16 +14,16 @@ from rich.console import Console
 from rich.table import Table
 
 from sidecar.adapters.http import MetricsServer
-from sidecar.adapters.metrics import Metrics, record_rubrics, record_sampling, record_verdict
 from sidecar.adapters.otel import JsonLinesSpanExporter, VerdictSpans, tracer_provider
+from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.commands._wiring import build_judge, judge_credentials_hint
+from sidecar.engine.offline import ReplaySummary, collect_traces, evaluate_traces
+from sidecar.evaluate.rubric import load_rubrics
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import JudgeSettings
 from sidecar.model import CaseOutcome, Outcome
-from sidecar.redact import DEFAULT_REDACTION
-from sidecar.replay import ReplaySummary, collect_traces, evaluate_traces
-from sidecar.rubric import load_rubrics
-from sidecar.sample import Sampler
-from sidecar.verdict import Verdict
-from sidecar.wiring import build_judge, judge_credentials_hint
+from sidecar.wire.redact import DEFAULT_REDACTION
 
 # Below this the table wraps into tall rows; pipes and CI logs get this width.
 _MIN_WIDTH = 120

@@ -5,7 +5,7 @@ intervals, the flips in each direction, the other changes (to or from ERROR
 and SKIPPED) and the results only one file has; then which provenance fields
 (rubric version and hash, judge model and served version, agent version)
 differ between the files. ``--json`` prints the report as JSON on stdout
-instead. The rules are in :mod:`sidecar.calibrate.diff`.
+instead. The rules are in :mod:`sidecar.drift.verdict_diff`.
 
 A report is the outcome, so the exit code is 0; unreadable or empty files
 are errors the command line reports with exit code 2.
@@ -22,12 +22,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sidecar.calibrate.diff import DiffReport, DiffRow, Kind, Side, diff_verdicts
-from sidecar.calibrate.gate import DEFAULT_CONFIDENCE
 from sidecar.calibrate.inputs import parse_verdicts
+from sidecar.calibrate.release_gate import DEFAULT_CONFIDENCE
 from sidecar.commands._io import consoles, read_lines
+from sidecar.drift.verdict_diff import DiffReport, DiffRow, Kind, Side, diff_verdicts
 from sidecar.errors import InputFileError, UsageError
-from sidecar.records import VerdictRecord
+from sidecar.wire.records import VerdictRecord
 
 
 def register(subparsers: Any) -> None:

@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.calibrate.gate import (
+from sidecar.calibrate.inputs import parse_verdicts
+from sidecar.calibrate.release_gate import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MAX_ERROR_RATE,
     DEFAULT_MIN_LOWER_BOUND,
     GatePolicy,
     evaluate_gate,
 )
-from sidecar.calibrate.inputs import parse_verdicts
 from sidecar.calibrate.report import print_gate
 from sidecar.commands._io import consoles, read_lines
 from sidecar.errors import InputFileError, UsageError

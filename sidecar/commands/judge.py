@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sidecar.commands._wiring import build_judge, judge_credentials_hint
+from sidecar.engine.offline import ReplaySummary, collect_traces
 from sidecar.errors import ConfigError
+from sidecar.evaluate.pipeline import mark_untrusted
+from sidecar.evaluate.rubric import Rubric, load_rubric
+from sidecar.evaluate.transcript import build_transcript
 from sidecar.judge import JudgeResult, Screening, screen
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.service import JudgeService
-from sidecar.pipeline import mark_untrusted
-from sidecar.replay import ReplaySummary, collect_traces
-from sidecar.rubric import Rubric, load_rubric
 from sidecar.settings import load_settings
-from sidecar.transcript import build_transcript
-from sidecar.wiring import build_judge, judge_credentials_hint
 
 
 def register(sub: Any) -> None:

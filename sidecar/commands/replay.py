@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sidecar.commands._wiring import build_judge, build_sampler
+from sidecar.engine.offline import ReplaySummary, collect_traces, stream_verdicts
 from sidecar.errors import ConfigError
-from sidecar.replay import ReplaySummary, collect_traces, stream_verdicts
-from sidecar.rubric import load_rubrics
+from sidecar.evaluate.rubric import load_rubrics
 from sidecar.settings import load_settings
-from sidecar.wiring import build_judge, build_sampler
 
 
 def register(sub: Any) -> None:

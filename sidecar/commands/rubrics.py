@@ -3,7 +3,7 @@
 ``check`` validates rubric files. An invalid rubric is the finding of this
 command, not an error: it is printed as is and the exit code is 1. A path
 that is not a directory is a usage error (exit code 2). Each rubric's content
-hash is compared with its recorded ``fingerprint:`` (:mod:`sidecar.fingerprint`):
+hash is compared with its recorded ``fingerprint:`` (:mod:`sidecar.drift.fingerprint`):
 content changed without a version bump is a warning (exit 1 with
 ``--strict``), an older fingerprint (the version was bumped since) a note; a
 rubric without one is not compared.
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.commands._io import read_text, write_file
+from sidecar.drift.fingerprint import FingerprintStatus, check_fingerprint, with_fingerprint
 from sidecar.errors import RubricError, UsageError
-from sidecar.fingerprint import FingerprintStatus, check_fingerprint, with_fingerprint
-from sidecar.rubric import load_rubrics, parse_rubric, rubric_files
+from sidecar.evaluate.rubric import load_rubrics, parse_rubric, rubric_files
 
 
 def register(sub: Any) -> None:

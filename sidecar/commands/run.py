@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import verdict_spans
+from sidecar.adapters.prometheus import Metrics
 from sidecar.adapters.workers import (
     Supervisor,
     pass_gate,
@@ -21,13 +21,13 @@ from sidecar.adapters.workers import (
     worker_count,
     worker_index,
 )
-from sidecar.app import Service
-from sidecar.canary_schedule import CanarySchedule, load_sets
+from sidecar.commands._wiring import build_judge
+from sidecar.drift.canary_schedule import CanarySchedule, load_sets
+from sidecar.drift.fingerprint import check_fingerprint
+from sidecar.engine.service import Service
 from sidecar.errors import UsageError
-from sidecar.fingerprint import check_fingerprint
-from sidecar.rubric import load_rubrics
+from sidecar.evaluate.rubric import load_rubrics
 from sidecar.settings import load_settings
-from sidecar.wiring import build_judge
 
 
 def register(sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""Checks, screening and sampling over a conversation: its :class:`~sidecar.pipeline.Case`.
+"""Checks, screening and sampling over a conversation: its :class:`~sidecar.evaluate.pipeline.Case`.
 
 Every check type runs on the merged transcript (:mod:`.transcript`), except
 ``grounded_numbers``, which runs once per turn: turn *k*'s answer against the
@@ -12,7 +12,7 @@ truncated trace.
 
 Sampling hashes the conversation id, so every revision of a conversation,
 on every replica, gets the same decision. The judge, the verdict and fault
-isolation are the trace pipeline's (:func:`sidecar.pipeline.judge_case`);
+isolation are the trace pipeline's (:func:`sidecar.evaluate.pipeline.judge_case`);
 :func:`conversation_verdict` adds the conversation's fields and key.
 """
 
@@ -22,11 +22,9 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-from sidecar.checks import run_check
-from sidecar.checks.grounding import GroundedNumbers
-from sidecar.judge import Judge
-from sidecar.model import CheckResult, Flag, Outcome, ToolCall, Transcript
-from sidecar.pipeline import (
+from sidecar.evaluate.checks import run_check
+from sidecar.evaluate.checks.grounding import GroundedNumbers
+from sidecar.evaluate.pipeline import (
     NO_JUDGE,
     Case,
     Fault,
@@ -36,9 +34,11 @@ from sidecar.pipeline import (
     judge_case,
     mark_untrusted,
 )
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
-from sidecar.verdict import Verdict, conversation_key
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict, conversation_key
+from sidecar.judge import Judge
+from sidecar.model import CheckResult, Flag, Outcome, ToolCall, Transcript
 
 log = logging.getLogger(__name__)
 

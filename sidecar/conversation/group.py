@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from sidecar.conversation.store import ConversationReason, DecidedConversation, HeldTurn, ordered
 from sidecar.conversation.turns import TurnRecord
-from sidecar.rubric import ConversationSpec
+from sidecar.evaluate.rubric import ConversationSpec
 
 
 def group_conversations(

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import hashlib
 
+from sidecar.evaluate.rubric import ConversationSpec
 from sidecar.model import AttrValue, Transcript
-from sidecar.rubric import ConversationSpec
 
 MAX_ID_CHARS = 256
 

@@ -68,14 +68,14 @@ from sidecar.conversation.store import (
 )
 from sidecar.conversation.turns import TurnRecord, parse_turn
 from sidecar.errors import DeliveryError, RecordError, SourceError
+from sidecar.evaluate.pipeline import Case, Fault, Screen
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.offsets import OffsetTracker
 from sidecar.judge import Judge, screen_case
 from sidecar.model import Flag, RecordRef
-from sidecar.offsets import OffsetTracker
-from sidecar.pipeline import Case, Fault, Screen
-from sidecar.rubric import Rubric
-from sidecar.sample import Sampler
 from sidecar.settings import ConversationSettings
-from sidecar.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ Emit = Callable[[Verdict, Case], Awaitable[None]]
 
 
 class TurnRecordIn(Protocol):
-    """One record of ``eval_turns`` (``sidecar.adapters.broker.Record`` is one)."""
+    """One record of ``eval_turns`` (``sidecar.ports.Record`` is one)."""
 
     @property
     def partition(self) -> int: ...
@@ -128,8 +128,8 @@ class TurnSource(Protocol):
 class ConversationState(Protocol):
     """The state topic, and ``eval_turns`` read back by offset (no group, no commits).
 
-    ``sidecar.adapters.turns.KafkaConversationState`` on Kafka,
-    ``sidecar.adapters.memory.MemoryConversationState`` in memory.
+    ``sidecar.adapters.kafka_turns.KafkaConversationState`` on Kafka,
+    ``tests.fakes.MemoryConversationState`` in memory.
     """
 
     async def start(self) -> None: ...
@@ -163,7 +163,7 @@ class TurnSink(Protocol):
 
 
 class StageMetrics(Protocol):
-    """What the stage writes (``sidecar.adapters.metrics.ConversationMetrics``)."""
+    """What the stage writes (``sidecar.adapters.prometheus.ConversationMetrics``)."""
 
     @property
     def turns(self) -> _Family: ...

@@ -49,10 +49,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from sidecar.conversation.transcript import conversation_transcript
+from sidecar.conversation.merged import conversation_transcript
 from sidecar.conversation.turns import TurnRecord
+from sidecar.evaluate.rubric import ConversationSpec
 from sidecar.model import Flag, RecordRef, Transcript
-from sidecar.rubric import ConversationSpec
 
 Key = tuple[str, str]  # (rubric id, conversation id)
 

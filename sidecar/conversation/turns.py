@@ -30,12 +30,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sidecar.conventions import MessageMemo, Role, read_span
 from sidecar.conversation.key import conversation_id
 from sidecar.errors import RecordError
-from sidecar.events import join_logs
+from sidecar.evaluate.conventions import MessageMemo, Role, read_span
+from sidecar.evaluate.rubric import Rubric
+from sidecar.ingest.events import join_logs
 from sidecar.model import ErrorSpan, Flag, Span, ToolCall, Trace, Transcript
-from sidecar.rubric import Rubric
 
 TURN_RECORD_VERSION: Literal[1] = 1
 MAX_TEXT_CHARS = 65_536

@@ -26,12 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sidecar.evaluate.rubric import InjectionPolicy, Rubric
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.parse import all_error, parse_verdicts
 from sidecar.judge.prompt import JudgeRequest, build_request, data_blocks, neutralise, new_nonce
 from sidecar.judge.screen import Screening, screen, screen_case
 from sidecar.model import CriterionResult, Outcome, Transcript
-from sidecar.rubric import InjectionPolicy, Rubric
 
 INJECTION_SUSPECTED = "injection_suspected"
 

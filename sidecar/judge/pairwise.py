@@ -48,7 +48,7 @@ anything else      (e.g. win + TIE)   inconsistent
 =================  =================  ==================
 
 The statistics over many pairs (win rate and its interval) are
-:mod:`sidecar.calibrate.compare`'s.
+:mod:`sidecar.calibrate.pairwise_report`'s.
 """
 
 from __future__ import annotations

@@ -42,9 +42,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.evaluate.rubric import CriterionSpec, Rubric
 from sidecar.judge.prompt import INSTRUCTION_FLAG, JudgeRequest, quotable_texts
 from sidecar.model import CriterionResult, Outcome
-from sidecar.rubric import CriterionSpec, Rubric
 
 EMPTY = "empty"
 NON_JSON = "non_json"

@@ -51,9 +51,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.evaluate.rubric import JudgeSpec, Rubric
 from sidecar.judge.config import DEFAULT_MAX_BLOCK_CHARS, DEFAULT_MAX_REQUEST_CHARS
 from sidecar.model import ToolCall, Transcript
-from sidecar.rubric import JudgeSpec, Rubric
 
 USER_INPUT = "USER_INPUT"
 TOOL_CALLS = "TOOL_CALLS"

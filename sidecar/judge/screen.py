@@ -46,13 +46,13 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sidecar.evaluate.rubric import Rubric
 from sidecar.judge.config import MAX_BLOCK_CHARS_LIMIT
 from sidecar.judge.prompt import QUOTE_PREFIX, TOOL_CALLS, block_kind, data_blocks
 from sidecar.judge.screen_cues import STRONG, STRONG_ASCII
 from sidecar.judge.screen_rules import RULES, SENTENCE_RULES, sentences
 from sidecar.judge.screen_views import derived_views, fold
 from sidecar.model import Transcript
-from sidecar.rubric import Rubric
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
+from sidecar.evaluate.rubric import Rubric
 from sidecar.gauges import retire
 from sidecar.judge import JudgeResult, all_error, apply_injection_policy
 from sidecar.judge.cache import VerdictCache
@@ -66,7 +67,6 @@ from sidecar.judge.parse import parse_answer
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.screen import Screening, with_judge_report
 from sidecar.model import CriterionResult, Outcome, Transcript
-from sidecar.rubric import Rubric
 
 # Failure reasons worth another attempt; other 4xx answers will not change.
 RETRIABLE = frozenset({"timeout", "transport", "http_408", "http_429", "http_5xx"})
@@ -146,7 +146,7 @@ class JudgeAccounting(Protocol):
 
 
 class JudgeMetrics(JudgeAccounting, Protocol):
-    """The metric families the service writes (``sidecar.adapters.metrics.Metrics`` has them).
+    """The metric families the service writes (``sidecar.adapters.prometheus.Metrics`` has them).
 
     Beside the accounting: the state the service shares between its callers
     (breaker, served model version) and the per-case counters of the pipeline.

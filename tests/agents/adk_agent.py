@@ -2,7 +2,7 @@
 
 Runs in the ADK environment (``tests/agents/adk_env``: google-adk 2.13, which
 needs google-genai 2.x), never in the project's, so of sidecar it may import
-only ``sidecar.otlpjson`` (protobuf only). From the repository root::
+only ``sidecar.ingest.otlpjson`` (protobuf only). From the repository root::
 
     $SIDECAR_ADK_PYTHON -m tests.agents.adk_agent [--out FILE] [--capture MODE]
         [--logs-out FILE] [SCENARIO ...]
@@ -81,7 +81,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from pydantic import Field
 
-from sidecar.otlpjson import request_to_json_line
+from sidecar.ingest.otlpjson import request_to_json_line
 
 from .genai_spans import DEMO_EPOCH_NS, PerRunIds, Recorder, SeededIdGenerator, recorder
 from .otlp import json_line

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.decode import decode
-from sidecar.decode_logs import decode_logs
+from sidecar.ingest.decode import decode
+from sidecar.ingest.decode_logs import decode_logs
 from sidecar.model import LogRecord, Span
 from tests.agents.refund_shop import SCENARIOS, SESSIONS
 from tests.agents.runner import REPO, run_agent

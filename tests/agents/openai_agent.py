@@ -2,7 +2,7 @@
 
 Runs in its own environment (``tests/agents/openai_env``, made by
 ``scripts/bootstrap openai``), never in the project's, so of sidecar it may
-import only ``sidecar.otlpjson`` (protobuf only). From the repository root::
+import only ``sidecar.ingest.otlpjson`` (protobuf only). From the repository root::
 
     $SIDECAR_OPENAI_PYTHON -m tests.agents.openai_agent MODE [--no-root]
 
@@ -62,7 +62,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sidecar.otlpjson import request_to_dict
+from sidecar.ingest.otlpjson import request_to_dict
 
 from .genai_spans import PerRunIds, SeededIdGenerator, make_resource
 from .refund_shop import (

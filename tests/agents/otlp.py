@@ -1,6 +1,6 @@
 """OTLP requests from finished SDK spans, encoded by the OTel SDK's own encoder.
 
-Imports only the OTel SDK, protobuf and ``sidecar.otlpjson`` (which needs only
+Imports only the OTel SDK, protobuf and ``sidecar.ingest.otlpjson`` (which needs only
 protobuf), so both environments can use it: the project's, and the ADK one
 ``adk_agent`` runs in, where the rest of sidecar cannot be imported.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from sidecar.otlpjson import request_to_json_line
+from sidecar.ingest.otlpjson import request_to_json_line
 
 
 def encode_request(spans: Sequence[ReadableSpan]) -> bytes:

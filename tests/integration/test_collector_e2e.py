@@ -23,7 +23,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from sidecar.cli import main as sidecar_main
-from sidecar.decode import decode
+from sidecar.ingest.decode import decode
 from tests import realparts
 from tests.agents.genai_spans import make_cases
 from tests.integration.harness import (

@@ -19,17 +19,17 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from sidecar.adapters.history import KafkaHistory
 from sidecar.adapters.kafka import KafkaSink
-from sidecar.adapters.metrics import Metrics
-from sidecar.assemble import Assembler
-from sidecar.backfill import BackfillSummary, backfill
+from sidecar.adapters.kafka_history import KafkaHistory
+from sidecar.adapters.prometheus import Metrics
 from sidecar.commands.backfill import KafkaOutput
-from sidecar.redact import DEFAULT_REDACTION
-from sidecar.rubric import load_rubrics
-from sidecar.sample import Sampler
+from sidecar.engine.history import BackfillSummary, backfill
+from sidecar.evaluate.rubric import load_rubrics
+from sidecar.evaluate.sample import Sampler
+from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.assemble import Assembler
 from sidecar.settings import KafkaSettings
-from sidecar.verdict import Verdict
+from sidecar.wire.redact import DEFAULT_REDACTION
 from tests.integration.harness import (
     committed_offsets,
     consume_all,

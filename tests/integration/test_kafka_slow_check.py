@@ -2,7 +2,7 @@
 
 The service runs in this process against the real broker, with a check runner
 that burns CPU in Python for longer than the group's session timeout on one
-trace. Planning runs on the service's worker thread (``sidecar.offload``), so
+trace. Planning runs on the service's worker thread (``sidecar.engine.offload``), so
 meanwhile ``/healthz`` answers within a second, the group keeps the replica
 (no partition is revoked), a trace produced behind the slow one still gets its
 verdict, and the slow trace gets its own verdict in the end.
@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from sidecar.adapters.metrics import Metrics
 from sidecar.adapters.otel import VerdictSpans
-from sidecar.app import Service
-from sidecar.checks import run_checks
+from sidecar.adapters.prometheus import Metrics
+from sidecar.engine.service import Service
+from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.rubric import Rubric, parse_rubric
 from sidecar.model import CheckResult, Transcript
-from sidecar.rubric import Rubric, parse_rubric
 from sidecar.settings import Settings
 from tests.builders import trace_id
 from tests.integration.harness import consume_all, free_port, produce, spans_topic, verdicts_from

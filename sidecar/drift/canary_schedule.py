@@ -1,0 +1,249 @@
+"""The service's canary runs: each rubric's ``canary:`` set re-judged on its schedule.
+
+For every rubric with a ``canary: {traces, labels, every_s, cases_per_run}``
+block (paths relative to the rubric file) the schedule loads the traces and
+labels at start-up (a missing or unreadable file stops start-up, naming the
+rubric) and then, on the injected clock:
+
+- runs the first time at start-up, then every ``every_s`` seconds;
+- judges ``cases_per_run`` traces per run, a deterministic rotation: the set
+  sorted by trace id, run r taking the next ``cases_per_run`` after run r-1's,
+  wrapping around, so every case is re-judged once per cycle;
+- through the production judge service (its slots, rate limits, retries and
+  breaker: :meth:`JudgeService.accounted_apart`) with the verdict cache
+  bypassed and the calls' tokens, cost, errors and durations counted in the
+  ``sidecar_canary_judge_*`` families. Canary verdicts are never emitted:
+  no span, no verdict record, no production counter;
+- exports, per criterion, ``sidecar_canary_agreement{rubric, rubric_version,
+  judge_model, judge_model_version, criterion, statistic}`` with statistic
+  ``kappa`` and ``agreement`` (against the labels, when defined),
+  ``error_rate`` (ERROR share of the run's verdicts) and ``flip_rate`` (share
+  of the run's cases whose PASS/FAIL differs from the last run that judged the
+  same case; absent until a case comes round again). The series of an earlier
+  version (a new served model version, a new rubric version) and statistics
+  that are undefined now are removed, so alerts never act on stale values.
+  ``judge_model_version`` is the version that served most of the run's cases.
+  ``sidecar_canary_kappa_threshold{rubric, criterion}`` gives each gated
+  criterion's threshold, and ``sidecar_canary_runs_total{rubric, result}``
+  counts runs that passed or failed (the rule of :mod:`sidecar.drift.canary_set`).
+
+Seams: ``clock`` and ``sleep``; tests call :meth:`CanarySchedule.tick` with
+the time they choose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from sidecar.calibrate.inputs import parse_labels
+from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
+from sidecar.drift.canary_set import CanaryReport, canary_cases, canary_report, judge_canary
+from sidecar.engine.offline import ReplaySummary, collect_traces
+from sidecar.errors import InputFileError, SidecarError
+from sidecar.evaluate.pipeline import Case
+from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.verdict import Verdict
+from sidecar.gauges import retire
+from sidecar.judge.service import (
+    CounterFamily,
+    GaugeFamily,
+    JudgeAccounting,
+    JudgeService,
+)
+from sidecar.model import Outcome
+from sidecar.wire.records import HumanLabel
+
+log = logging.getLogger(__name__)
+
+NO_VERSION = "none"
+
+
+class CanaryMetrics(Protocol):
+    """The families the schedule writes (``sidecar.adapters.prometheus.Metrics`` has them)."""
+
+    @property
+    def canary_agreement(self) -> GaugeFamily: ...
+    @property
+    def canary_kappa_threshold(self) -> GaugeFamily: ...
+    @property
+    def canary_runs(self) -> CounterFamily: ...
+    @property
+    def canary_judge(self) -> JudgeAccounting: ...
+    @property
+    def internal_errors(self) -> CounterFamily: ...
+
+
+@dataclass(slots=True)
+class CanarySet:
+    """One rubric's canary set and where its rotation stands."""
+
+    rubric: Rubric
+    cases: list[Case]  # sorted by trace id
+    labels: list[HumanLabel]
+    every_s: float
+    per_run: int
+    next_at: float
+    runs: int = 0
+    # (trace id, criterion) -> the last PASS/FAIL the judge gave it, for flips.
+    previous: dict[tuple[str, str], Outcome] = field(default_factory=dict)
+    # criterion -> the agreement series written by the last run, as label values.
+    exported: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
+
+    def next_cases(self) -> list[Case]:
+        """This run's slice of the rotation."""
+        total = len(self.cases)
+        if self.per_run >= total:
+            return list(self.cases)
+        start = (self.runs * self.per_run) % total
+        return [self.cases[(start + i) % total] for i in range(self.per_run)]
+
+
+def load_sets(rubrics: Sequence[Rubric], base: Path, now: float) -> list[CanarySet]:
+    """The canary sets of ``rubrics``; their files are relative to ``base``, the rubric folder."""
+    sets: list[CanarySet] = []
+    for rubric in rubrics:
+        spec = rubric.canary
+        if spec is None or rubric.judge is None:
+            continue
+        trace_paths, label_path = spec.paths(base)
+        where = f"rubric {rubric.id}: canary"
+        for path in (*trace_paths, label_path):
+            if not path.is_file():
+                raise InputFileError(f"{where}: {path}: no such file")
+        traces = collect_traces(trace_paths, ReplaySummary())
+        if not traces:
+            raise InputFileError(f"{where}: {', '.join(map(str, trace_paths))}: no traces")
+        try:
+            lines = label_path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputFileError(f"{where}: {label_path}: cannot read: {exc}") from exc
+        labels = parse_labels(lines, str(label_path))
+        cases = sorted(canary_cases(rubric, traces), key=lambda c: c.transcript.trace_id)
+        sets.append(CanarySet(rubric, cases, labels, spec.every_s, spec.cases_per_run, now))
+    return sets
+
+
+class CanarySchedule:
+    """Runs the canary sets when due; ``run(stop)`` in the service, ``tick(now)`` in tests."""
+
+    def __init__(
+        self,
+        sets: Sequence[CanarySet],
+        judge: JudgeService,
+        metrics: CanaryMetrics,
+        *,
+        max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.sets = list(sets)
+        self._judge = judge.accounted_apart(metrics.canary_judge)
+        self._metrics = metrics
+        self._max_error_rate = max_error_rate
+        self._clock = clock
+        self._sleep = sleep
+
+    async def tick(self, now: float) -> list[CanaryReport]:
+        """Run every set that is due at ``now``; their reports, in order."""
+        reports: list[CanaryReport] = []
+        for canary in self.sets:
+            if now < canary.next_at:
+                continue
+            canary.next_at = now + canary.every_s
+            try:
+                reports.append(await self.run_once(canary))
+            except asyncio.CancelledError:
+                raise
+            except (SidecarError, ValueError, OSError):
+                # One broken run must not stop the others or the service.
+                log.exception("canary run of rubric %s failed", canary.rubric.id)
+                self._metrics.internal_errors.labels(stage="canary").inc()
+        return reports
+
+    async def run_once(self, canary: CanarySet) -> CanaryReport:
+        cases = canary.next_cases()
+        canary.runs += 1
+        verdicts = await judge_canary(cases, self._judge)
+        report = canary_report(
+            canary.rubric,
+            verdicts,
+            canary.labels,
+            canary.previous,
+            max_error_rate=self._max_error_rate,
+        )
+        for v in verdicts:
+            for c in v.criteria:
+                if c.outcome in (Outcome.PASS, Outcome.FAIL):
+                    canary.previous[(v.trace_id, c.name)] = c.outcome
+        self._export(canary, report, verdicts)
+        result = "passed" if report.passed else "failed"
+        self._metrics.canary_runs.labels(rubric=canary.rubric.id, result=result).inc()
+        if not report.passed:
+            log.warning(
+                "canary of rubric %s failed: %s", canary.rubric.id, "; ".join(report.reasons)
+            )
+        return report
+
+    def _export(self, canary: CanarySet, report: CanaryReport, verdicts: Sequence[Verdict]) -> None:
+        served = Counter(v.judge_model_version or NO_VERSION for v in verdicts)
+        # The version that served most of the run (ties: the later name, so a new one shows).
+        version = max(sorted(served), key=lambda name: served[name]) if served else NO_VERSION
+        gauge = self._metrics.canary_agreement
+        for row in report.criteria:
+            base = (
+                report.rubric,
+                report.rubric_version,
+                report.judge_model,
+                version,
+                row.criterion,
+            )
+            values = {
+                "kappa": row.kappa,
+                "agreement": row.agreement,
+                "error_rate": row.error_rate,
+                "flip_rate": row.flip_rate,
+            }
+            written: set[tuple[str, ...]] = set()
+            for statistic, value in values.items():
+                if value is None:
+                    continue
+                labels: tuple[str, ...] = (*base, statistic)
+                gauge.labels(*labels).set(value)
+                written.add(labels)
+            for stale in canary.exported.get(row.criterion, set()) - written:
+                retire(gauge, *stale, last=math.nan)
+            canary.exported[row.criterion] = written
+            if row.gate:
+                self._metrics.canary_kappa_threshold.labels(
+                    rubric=report.rubric, criterion=row.criterion
+                ).set(row.threshold)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run what is due until ``stop`` is set; a run in progress is cancelled then."""
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                work = asyncio.ensure_future(self.tick(self._clock()))
+                await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not work.done():
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                    return
+                due = min((c.next_at for c in self.sets), default=None)
+                if due is None:
+                    return
+                pause = asyncio.ensure_future(self._sleep(max(0.0, due - self._clock())))
+                await asyncio.wait({pause, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                pause.cancel()
+        finally:
+            stopped.cancel()

@@ -1,0 +1,96 @@
+"""What a check type declares: its rubric config model and one ``CheckType`` record.
+
+A check type is declared once, in its family module, as
+
+    TOOL_ALLOWLIST = CheckType(ToolAllowlist, tool_allowlist, inconclusive_if_truncated=PASS)
+
+that is: the pydantic model of its rubric entry (whose ``type`` field is a
+one-value ``Literal``, the type's name), the pure function that evaluates it,
+and the per-type facts the runner needs. The registry in ``sidecar.evaluate.checks``
+lists the declarations; the rubric's tagged union and the dispatch of
+``run_check`` are derived from it, so no other file names a check type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sidecar.evaluate.checks._common import Finding
+from sidecar.evaluate.checks.schema import check_json_schema
+from sidecar.model import Outcome, Transcript
+
+__all__ = ["CheckConfig", "CheckType", "Name", "SchemaCheckConfig"]
+
+# Names of rubrics, checks and criteria: they become metric labels and span attributes.
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=64)]
+
+
+class CheckConfig(BaseModel):
+    """A check entry of a rubric file; each type adds ``type: Literal[...]`` and its fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+    gate: bool = True
+
+
+class SchemaCheckConfig(CheckConfig):
+    """A check that carries a JSON Schema (``schema:`` in YAML), validated at load time.
+
+    The schema must be self-contained: ``$ref`` only to ``#/$defs/...`` (or
+    another fragment of the same schema), and every ``pattern`` one that RE2
+    compiles (see :mod:`sidecar.evaluate.checks.schema`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    schema_: Annotated[dict[str, Any], Field(alias="schema")]
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_schema(value)
+
+
+Config = TypeVar("Config", bound=CheckConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckType(Generic[Config]):
+    """One check type: its config model, its evaluation, and how truncation affects it.
+
+    ``evaluate`` is a pure function of the config and the transcript; it may
+    raise on hostile input (the runner turns that into ERROR).
+
+    ``inconclusive_if_truncated``: a truncated trace lost spans that will never
+    be seen. A check claiming that nothing bad happened can only lose its PASS
+    to them, one claiming that something needed happened only its FAIL; that
+    outcome becomes ERROR. ``None`` for checks on the answer or the root span,
+    which truncation does not touch. Required, so every type decides.
+
+    ``about_tools``: the check judges the tool calls of an agent run, so a
+    rubric that has it expects agent runs (``Rubric.expects_agent_run``).
+    """
+
+    config: type[Config]
+    evaluate: Callable[[Config, Transcript], Finding]
+    inconclusive_if_truncated: Outcome | None
+    about_tools: bool
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", _type_name(self.config))
+
+
+def _type_name(config: type[CheckConfig]) -> str:
+    """The check type's name: the one value of the config's ``type: Literal[...]``."""
+    declared = config.model_fields.get("type")
+    annotation = declared.annotation if declared is not None else None
+    values = get_args(annotation)
+    if get_origin(annotation) is not Literal or len(values) != 1 or not isinstance(values[0], str):
+        raise TypeError(f"{config.__name__} needs a field type: Literal['<check type name>']")
+    return values[0]

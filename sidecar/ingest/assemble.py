@@ -1,0 +1,303 @@
+"""Group spans into traces and decide when a trace is finished.
+
+A trace is *complete* when its root span has arrived (spans are exported once
+they end) and ``decision_wait`` has passed with no new span for it. A trace
+that never completes is decided at ``max_trace_age``. Memory is bounded:
+
+- ``max_open_traces``: adding a new trace past the bound decides the oldest
+  open trace early (``evicted``, flagged truncated);
+- ``max_spans_per_trace``: a trace reaching the bound is decided at once
+  (``span_limit``, truncated); its later spans count as late;
+- decided trace ids are remembered in a bounded LRU so late spans get a
+  consistent answer (counted, ignored);
+- a span whose id is already in its trace is a redelivery when it is equal
+  to the first copy (counted, ignored); a *different* span under the same id
+  is kept beside the first (counted), and the transcript flags the trace
+  ``duplicate_span_ids``: silently keeping one would let a forged copy hide
+  the other.
+
+``due(now, limit)`` hands on at most ``limit`` traces, so a caller with a
+bounded number of traces in flight leaves the rest here (still holding their
+offsets) until it has room, however many come due at once.
+
+A span whose parent is not in the trace (a remote parent, e.g. an HTTP
+server span exported elsewhere) is the root when it is a SERVER or INTERNAL
+span that ``root_spans`` accepts: by default the root spans the tracing
+conventions declare (``sidecar.evaluate.conventions.ROOT_SPANS``), taken here as data.
+
+Log records (the second input, GenAI content as events) join the trace
+their trace id names: :meth:`Assembler.add_logs`. They may come before or
+after the trace's spans; one for an open or new trace is kept with it (and
+holds its logs-topic offset), counts as activity for ``decision_wait`` and
+towards ``max_spans_per_trace`` (a bound on buffered records); one for a
+decided trace is late (counted, ignored, like a late span); one without a
+trace id is counted and ignored. Whether a trace is complete is still
+decided by its spans alone: logs never make a root.
+
+Nothing is dropped silently: every early decision and every late span is
+counted in :class:`AssemblerStats`. Time is passed in as ``now`` (seconds,
+monotonic); the assembler never reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sidecar.evaluate.conventions import ROOT_SPANS, RootSpans
+from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
+
+
+@dataclass(slots=True)
+class AssemblerStats:
+    spans: int = 0
+    late_spans: int = 0
+    evicted_open_traces: int = 0
+    span_limit_hits: int = 0
+    orphan_traces: int = 0
+    dropped_revoked: int = 0
+    redelivered_spans: int = 0
+    duplicate_span_ids: int = 0
+    logs: int = 0
+    late_logs: int = 0
+    logs_without_trace: int = 0
+
+
+@dataclass(slots=True)
+class _Open:
+    trace_id: str
+    first_arrival: float
+    last_arrival: float
+    spans: list[Span] = field(default_factory=list)
+    # The first span seen under each id.
+    span_ids: dict[str, Span] = field(default_factory=dict)
+    first_offsets: dict[int, int] = field(default_factory=dict)
+    logs: list[LogRecord] = field(default_factory=list)
+    first_log_offsets: dict[int, int] = field(default_factory=dict)
+    # has_root's answer until the next span arrives (due() asks on every round).
+    rooted: bool | None = None
+
+    def has_root(self, root_spans: RootSpans) -> bool:
+        if self.rooted is None:
+            self.rooted = any(_is_root(s, self.span_ids, root_spans) for s in self.spans)
+        return self.rooted
+
+    def to_trace(self, reason: DecideReason, truncated: bool, root_spans: RootSpans) -> Trace:
+        spans = sorted(self.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+        return Trace(
+            trace_id=self.trace_id,
+            spans=tuple(spans),
+            reason=reason,
+            truncated=truncated,
+            has_root=self.has_root(root_spans),
+            first_offsets=dict(self.first_offsets),
+            logs=tuple(self.logs),
+            first_log_offsets=dict(self.first_log_offsets),
+        )
+
+    @property
+    def records(self) -> int:
+        return len(self.spans) + len(self.logs)
+
+
+def _is_root(span: Span, span_ids: Container[str], root_spans: RootSpans) -> bool:
+    if span.parent_span_id is None:
+        return True
+    if span.parent_span_id in span_ids:
+        return False
+    # A remote parent: accept an agent invocation span as the root of this trace.
+    return span.kind in (SpanKind.SERVER, SpanKind.INTERNAL) and root_spans.matches(span)
+
+
+class Assembler:
+    """Bounded per-trace span buffer with a deterministic decision rule."""
+
+    def __init__(
+        self,
+        *,
+        decision_wait: float = 5.0,
+        max_trace_age: float = 120.0,
+        max_open_traces: int = 50_000,
+        max_spans_per_trace: int = 2_000,
+        decided_memory: int = 200_000,
+        root_spans: RootSpans = ROOT_SPANS,
+    ) -> None:
+        if min(max_open_traces, max_spans_per_trace, decided_memory) < 1:
+            raise ValueError("assembler bounds must be at least 1")
+        self.decision_wait = decision_wait
+        self.max_trace_age = max_trace_age
+        self.max_open_traces = max_open_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.decided_memory = decided_memory
+        self.root_spans = root_spans
+        self.stats = AssemblerStats()
+        # Insertion order of _open is first arrival; _quiet is ordered by last arrival.
+        self._open: dict[str, _Open] = {}
+        self._quiet: OrderedDict[str, None] = OrderedDict()
+        self._decided: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+    def add(self, spans: Iterable[Span], now: float, ref: RecordRef | None = None) -> list[Trace]:
+        """Buffer spans; returns traces decided early because a bound was hit."""
+        early: list[Trace] = []
+        for span in spans:
+            self.stats.spans += 1
+            trace_id = span.trace_id
+            if trace_id in self._decided:
+                self.stats.late_spans += 1
+                continue
+            entry = self._entry(trace_id, now, early)
+            first = entry.span_ids.get(span.span_id)
+            if first is None:
+                entry.span_ids[span.span_id] = span
+            elif first == span:
+                self.stats.redelivered_spans += 1
+                continue  # the same span delivered again; nothing new
+            else:
+                self.stats.duplicate_span_ids += 1
+            entry.spans.append(span)
+            entry.rooted = None
+            self._touch(entry, now)
+            if ref is not None:
+                _lower(entry.first_offsets, ref)
+            self._check_limit(entry, early)
+        return early
+
+    def add_logs(
+        self, logs: Iterable[LogRecord], now: float, ref: RecordRef | None = None
+    ) -> list[Trace]:
+        """Buffer log records with their traces (``ref`` is on the logs topic).
+
+        Returns traces decided early because a bound was hit.
+        """
+        early: list[Trace] = []
+        for log in logs:
+            self.stats.logs += 1
+            trace_id = log.trace_id
+            if trace_id is None:
+                self.stats.logs_without_trace += 1
+                continue
+            if trace_id in self._decided:
+                self.stats.late_logs += 1
+                continue
+            entry = self._entry(trace_id, now, early)
+            entry.logs.append(log)
+            self._touch(entry, now)
+            if ref is not None:
+                _lower(entry.first_log_offsets, ref)
+            self._check_limit(entry, early)
+        return early
+
+    def _entry(self, trace_id: str, now: float, early: list[Trace]) -> _Open:
+        entry = self._open.get(trace_id)
+        if entry is None:
+            if len(self._open) >= self.max_open_traces:
+                oldest = next(iter(self._open))
+                self.stats.evicted_open_traces += 1
+                early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
+            entry = _Open(trace_id, first_arrival=now, last_arrival=now)
+            self._open[trace_id] = entry
+        return entry
+
+    def _touch(self, entry: _Open, now: float) -> None:
+        entry.last_arrival = now
+        self._quiet[entry.trace_id] = None
+        self._quiet.move_to_end(entry.trace_id)
+
+    def _check_limit(self, entry: _Open, early: list[Trace]) -> None:
+        if entry.records >= self.max_spans_per_trace:
+            self.stats.span_limit_hits += 1
+            early.append(self._decide(entry.trace_id, DecideReason.SPAN_LIMIT, truncated=True))
+
+    def due(self, now: float, limit: int | None = None) -> list[Trace]:
+        """Traces whose decision time has come, at most ``limit`` (oldest first)."""
+        room = len(self._open) if limit is None else limit
+        decided: list[Trace] = []
+        aged: list[str] = []
+        for trace_id, entry in self._open.items():
+            # First-arrival order: the first young trace ends the aged prefix.
+            if now - entry.first_arrival < self.max_trace_age or len(aged) >= room:
+                break
+            aged.append(trace_id)
+        for trace_id in aged:
+            decided.append(self._decide(trace_id, DecideReason.MAX_AGE, truncated=False))
+        for trace_id in list(self._quiet):
+            if len(decided) >= room:
+                break
+            entry = self._open[trace_id]
+            if now - entry.last_arrival < self.decision_wait:
+                break
+            if entry.has_root(self.root_spans):
+                decided.append(self._decide(trace_id, DecideReason.COMPLETE, truncated=False))
+        return decided
+
+    def drain(self, reason: DecideReason, *, require_root: bool = False) -> list[Trace]:
+        """Decide every open trace now (end of input, or shutdown).
+
+        With ``require_root`` traces without a root are not decided: they stay
+        open and keep holding their offsets in :meth:`held_offsets`, so their
+        records stay uncommitted and the next owner reads them again.
+        """
+        decided: list[Trace] = []
+        for trace_id in list(self._open):
+            entry = self._open[trace_id]
+            if require_root and not entry.has_root(self.root_spans):
+                continue
+            decided.append(self._decide(trace_id, reason, truncated=False))
+        return decided
+
+    def drop_partitions(self, partitions: Iterable[int]) -> list[str]:
+        """Forget undecided traces fed by any of ``partitions`` (on revoke)."""
+        # The topics are co-partitioned: partition i of spans and of logs go together.
+        revoked = set(partitions)
+        dropped = [
+            tid
+            for tid, entry in self._open.items()
+            if revoked.intersection(entry.first_offsets)
+            or revoked.intersection(entry.first_log_offsets)
+        ]
+        for trace_id in dropped:
+            self._forget(trace_id)
+        self.stats.dropped_revoked += len(dropped)
+        return dropped
+
+    def held_offsets(self) -> dict[int, int]:
+        """Lowest offset per partition still needed by an undecided trace."""
+        return _lowest(entry.first_offsets for entry in self._open.values())
+
+    def held_log_offsets(self) -> dict[int, int]:
+        """Lowest logs-topic offset per partition still needed by an undecided trace."""
+        return _lowest(entry.first_log_offsets for entry in self._open.values())
+
+    def _forget(self, trace_id: str) -> None:
+        del self._open[trace_id]
+        self._quiet.pop(trace_id, None)
+
+    def _decide(self, trace_id: str, reason: DecideReason, *, truncated: bool) -> Trace:
+        entry = self._open[trace_id]
+        self._forget(trace_id)
+        self._decided[trace_id] = None
+        if len(self._decided) > self.decided_memory:
+            self._decided.popitem(last=False)
+        trace = entry.to_trace(reason, truncated, self.root_spans)
+        if not trace.has_root:
+            self.stats.orphan_traces += 1
+        return trace
+
+
+def _lower(first_offsets: dict[int, int], ref: RecordRef) -> None:
+    if ref.offset < first_offsets.get(ref.partition, ref.offset + 1):
+        first_offsets[ref.partition] = ref.offset
+
+
+def _lowest(offsets: Iterable[Mapping[int, int]]) -> dict[int, int]:
+    held: dict[int, int] = {}
+    for first_offsets in offsets:
+        for partition, offset in first_offsets.items():
+            if offset < held.get(partition, offset + 1):
+                held[partition] = offset
+    return held
