@@ -7,8 +7,8 @@
     │   ├── InputFileError       an input file cannot be read or written, or holds nothing
     │   └── RecordError          a record does not match its format (names file:line or topic)
     ├── SourceError              Kafka cannot be reached at start-up (exit code 1)
-    ├── DeliveryError            the broker did not acknowledge a record; the service retries
-    │   └── PartialDelivery      some records of a batch were not acknowledged (which ones)
+    ├── DeliveryError            the broker did not acknowledge records; each ``Refusal`` says
+    │                            whether trying again can help (the deliverer retries those)
     ├── DecodeError              a record is not OTLP; goes to the dead-letter topic
     └── JudgeError               the judge could not give a verdict
         └── JudgeUnavailable     transport failure after retries, or breaker open
@@ -20,7 +20,8 @@ stays visible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 
 class SidecarError(Exception):
@@ -55,16 +56,39 @@ class SourceError(SidecarError):
     """The message broker cannot be reached or refused us; the message says what to check."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the broker refused one record.
+
+    ``retriable``: trying again can succeed without anyone acting (a broker
+    restarting, a leader moving, a timeout); otherwise the record can never
+    be written as it is (too large, invalid) or not until an operator acts
+    (``not_authorized``, ``unknown_topic``). ``reason`` is a short closed
+    label; ``detail`` the client's words.
+    """
+
+    retriable: bool
+    reason: str
+    detail: str = ""
+
+
 class DeliveryError(SidecarError):
-    """A record was not acknowledged by the broker; the sender retries, the offsets stay held."""
+    """Records were not acknowledged by the broker.
 
+    ``refused`` maps the position of each refused record in the batch sent to
+    its :class:`Refusal`; None means every record of the batch, retriably.
+    """
 
-class PartialDelivery(DeliveryError):
-    """Some records of a batch were not acknowledged: ``unsent`` are their indices in the batch."""
-
-    def __init__(self, message: str, unsent: Sequence[int]) -> None:
+    def __init__(self, message: str, refused: Mapping[int, Refusal] | None = None) -> None:
         super().__init__(message)
-        self.unsent = tuple(unsent)
+        self.refused = dict(refused) if refused is not None else None
+
+    def refusals(self, count: int) -> dict[int, Refusal]:
+        """Each refused position of a batch of ``count`` records, with why."""
+        if self.refused is not None:
+            return self.refused
+        everyone = Refusal(True, "unavailable", str(self))
+        return dict.fromkeys(range(count), everyone)
 
 
 class DecodeError(SidecarError):

@@ -1,123 +1,166 @@
-"""What the service needs from the message broker: the protocols its clients implement.
+"""What the engine needs of the outside world: narrow protocols, at the bottom of the house.
 
-:class:`Source` reads the spans topic, and the logs topic beside it when one
-is configured, as one member of a consumer group, with manual commits and a
-:class:`RebalanceListener`. The two topics are co-partitioned: partition i of
-both is assigned to the same member (a range assignor), so the listener and
-``assigned`` speak of partition numbers, which stand for both topics; :class:`Sink` produces verdict,
-review and dead-letter records; :class:`LabelSource` reads human labels.
-``sidecar.adapters.kafka`` implements them on aiokafka, ``tests.fakes``
-in memory (for tests: real behaviour, no network).
+Records in and out:
 
-Errors: ``start`` raises :class:`~sidecar.errors.SourceError` when the broker
-cannot be reached; a send the broker did not acknowledge raises
-:class:`~sidecar.errors.DeliveryError` (the service retries it, the trace keeps
-its offsets held). A refused commit is not an error: ``commit`` returns False
-and a later round commits again.
+- :class:`RecordSource` reads one or more co-partitioned topics as a member
+  of a consumer group with manual commits; partition numbers stand for the
+  same partition of every topic it reads (a range assignor), so a
+  :class:`RebalanceListener` hears partition numbers;
+- :class:`RecordSink` produces :class:`OutRecord` s; a send returns once the
+  broker acknowledged (``acks=all``) or raises
+  :class:`~sidecar.errors.DeliveryError` saying, per record, whether trying
+  again can help;
+- :class:`HistoryReader` reads a topic by position in a group of its own
+  (``sidecar backfill``);
+- :class:`LabelReader` reads human labels;
+- :class:`TopicReader` reads the conversation state topic and turns back by
+  offset (no group, no commits).
+
+``sidecar.adapters.kafka`` implements them on aiokafka; ``tests/fakes.py``
+in memory. A refused commit is not an error: ``commit`` returns False and a
+later round commits again. ``start`` raises
+:class:`~sidecar.errors.SourceError` (or a more precise subclass) when the
+broker cannot be used.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from sidecar.evaluate.verdict import Verdict
+from sidecar.model import RecordRef
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One record of the spans topic, or of the logs topic (``topic`` says which)."""
+    """One record read from a topic; ``timestamp_ms`` when the reader knows it."""
 
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
     topic: str = ""
+    timestamp_ms: int | None = None
+
+
+class RecordKind(enum.StrEnum):
+    """What an outgoing record is: names the record in logs, metrics and dead letters."""
+
+    VERDICT = "verdict"
+    REVIEW = "review"
+    TURN = "turn"
+    STATE = "state"
+    DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    """One record to produce. ``partition`` None: the producer's partitioner picks by key."""
+
+    kind: RecordKind
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A committed position: the next offset to read, and metadata kept with it."""
+
+    offset: int
+    metadata: str = ""
 
 
 class RebalanceListener(Protocol):
     """Told when the group hands partitions to this member or takes them away."""
 
-    async def on_assigned(self, partitions: set[int]) -> None: ...
+    async def on_assigned(self, partitions: set[int], metadata: Mapping[int, str]) -> None:
+        """``metadata``: what was committed with each partition's offset (absent: none)."""
+        ...
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Called while the partitions are still ours: commit now, then drop their state."""
         ...
 
 
-class Source(Protocol):
-    """The spans (and logs) topic, read as a consumer-group member with manual commits."""
+class RecordSource(Protocol):
+    """Co-partitioned topics read as a consumer-group member with manual commits."""
 
-    async def start(self, listener: RebalanceListener) -> None:
-        """Join the group; ``listener`` hears every assignment and revocation."""
-        ...
+    async def start(self, listener: RebalanceListener) -> None: ...
 
     async def stop(self) -> None:
         """Leave the group (uncommitted records are read again by the next owner)."""
         ...
 
-    async def fetch(self) -> list[Record]:
+    async def fetch(self) -> Sequence[Record]:
         """The next records of unpaused assigned partitions; may wait briefly, may be empty."""
         ...
 
-    def assigned(self) -> set[int]: ...
-
-    def partition_count(self) -> int | None:
-        """How many partitions the spans topic has (None while not known yet)."""
-        ...
-
-    def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
-        """Records behind the end of each assigned partition, from the next offsets to read."""
-        ...
-
-    async def commit(
-        self,
-        offsets: Mapping[int, int],
-        metadata: Mapping[int, str] | None = None,
-        log_offsets: Mapping[int, int] | None = None,
-    ) -> bool:
-        """Commit spans-topic ``offsets`` (with ``metadata``) and logs-topic ``log_offsets``.
-
-        Only assigned partitions; both topics in one request. False when
-        nothing was committed.
-        """
-        ...
-
-    async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:
-        """The metadata committed with each partition's offset ("" or absent when none)."""
+    async def commit(self, positions: Mapping[tuple[str, int], Position]) -> bool:
+        """Commit ``(topic, partition) -> position`` for assigned partitions; False if none was."""
         ...
 
     def pause(self) -> None:
-        """Stop fetching from the assigned partitions (back-pressure)."""
+        """Stop fetching from every assigned partition (back-pressure)."""
         ...
 
     def resume(self) -> None: ...
 
-    @property
-    def paused(self) -> bool: ...
 
-
-class Sink(Protocol):
-    """Producer of verdict, review and dead-letter records; a send returns once acknowledged."""
+class RecordSink(Protocol):
+    """Producer of :class:`OutRecord`; sends return once every record is acknowledged."""
 
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
 
-    async def send_verdict(self, trace_id: str, payload: bytes) -> None: ...
-
-    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
-        """Send verdict records (trace id, payload) together; returns once all are acknowledged.
-
-        Raises :class:`~sidecar.errors.PartialDelivery` naming the records not acknowledged.
-        """
+    async def send(self, records: Sequence[OutRecord]) -> None:
+        """Send ``records`` together; :class:`~sidecar.errors.DeliveryError` names the refused."""
         ...
 
-    async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None: ...
 
-    async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None: ...
+class HistoryReader(Protocol):
+    """A topic read by position, in a consumer group of its own (never the live group)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def end_offsets(self) -> dict[int, int]:
+        """The next offset to be written, for every partition of the topic."""
+        ...
+
+    async def offsets_for_time(self, timestamp_ms: int) -> dict[int, int | None]:
+        """Per partition, the first offset whose timestamp is >= ``timestamp_ms`` (None: none)."""
+        ...
+
+    async def assign(self, starts: Mapping[int, int]) -> None:
+        """Read exactly these partitions, each from its offset."""
+        ...
+
+    async def fetch(self) -> list[Record]:
+        """The next records of the assigned, unfinished partitions (with timestamps)."""
+        ...
+
+    async def positions(self) -> dict[int, int]:
+        """The next offset to be fetched of each assigned, unfinished partition."""
+        ...
+
+    def finish(self, partitions: set[int]) -> None:
+        """Fetch nothing more from ``partitions``."""
+        ...
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit ``offsets`` to the reader's own group."""
+        ...
 
 
-class LabelSource(Protocol):
+class LabelReader(Protocol):
     """Human labels (JSON payloads); ``commit`` after each handled batch."""
 
     async def start(self) -> None: ...
@@ -129,3 +172,43 @@ class LabelSource(Protocol):
         ...
 
     async def commit(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StateEntry:
+    """One record of the conversation state topic: its partition, key and value (None: tombstone)."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+
+
+class TopicReader(Protocol):
+    """The conversation state topic read whole, and the turns topic read back by offset."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def load(self, partitions: set[int]) -> Sequence[StateEntry]:
+        """Every state record of ``partitions``, from each start to its end, in offset order.
+
+        SourceError when that could not be read in time.
+        """
+        ...
+
+    async def read_turns(self, refs: Sequence[RecordRef]) -> Mapping[RecordRef, bytes]:
+        """The turn records at ``refs``; those no longer there (retention) are left out."""
+        ...
+
+
+class VerdictSpanSink(Protocol):
+    """Records the verdict span inside the evaluated trace (the OTel SDK in production)."""
+
+    def record(self, verdict: Verdict) -> str | None:
+        """Record the span; its span id (hex), or None when no span was recorded."""
+        ...
+
+    def flush(self) -> bool:
+        """Export what is queued, bounded in time; False when it did not finish."""
+        ...

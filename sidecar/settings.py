@@ -35,6 +35,25 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class DeliverySettings(_Section):
+    """How records are produced until acknowledged (:mod:`sidecar.engine.deliver`).
+
+    Retries back off from ``backoff_s`` doubling to ``backoff_max_s``, each
+    delay shortened by up to ``jitter`` (a share, 0 to 1) at random. A record
+    refused until an operator acts (not authorised, no such topic) is retried
+    for ``operator_wait_s``, one the topic refuses as it is (too large,
+    invalid) for ``never_wait_s``; then it is dead-lettered. A dead letter
+    larger than ``max_dead_letter_bytes`` goes without its value.
+    """
+
+    backoff_s: Annotated[float, Field(gt=0)] = 0.5
+    backoff_max_s: Annotated[float, Field(gt=0)] = 30.0
+    jitter: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
+    operator_wait_s: Annotated[float, Field(ge=0)] = 900.0
+    never_wait_s: Annotated[float, Field(ge=0)] = 60.0
+    max_dead_letter_bytes: Annotated[int, Field(ge=0)] = 900_000
+
+
 class KafkaSettings(_Section):
     bootstrap_servers: str = "localhost:9092"
     topic: str = "otlp_spans"
@@ -56,6 +75,9 @@ class KafkaSettings(_Section):
     session_timeout_ms: Annotated[int, Field(ge=1000)] = 10_000
     heartbeat_interval_ms: Annotated[int, Field(ge=100)] = 3_000
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    # With --workers: how long a member waits (reading nothing) for its fair share of partitions.
+    fair_share_wait_s: Annotated[float, Field(ge=0)] = 10.0
 
 
 class AssemblerSettings(_Section):
@@ -167,6 +189,8 @@ class Settings(BaseSettings):
     # Service processes in one consumer group (``sidecar run --workers`` overrides it).
     workers: Annotated[int, Field(ge=1, le=256)] = 1
     shutdown_timeout_s: Annotated[float, Field(gt=0)] = 20.0
+    # Idempotency keys of recent verdicts remembered, to count redelivered ones.
+    emitted_memory: Annotated[int, Field(ge=1)] = 100_000
 
     @classmethod
     def settings_customise_sources(
@@ -179,6 +203,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The YAML file arrives as init kwargs; the environment overrides it.
         return (env_settings, init_settings)
+
+
+def conversation_group(kafka: KafkaSettings, conversations: ConversationSettings) -> str:
+    """The conversation stage's consumer group (``conversations.group_id``, else derived)."""
+    return conversations.group_id or f"{kafka.group_id}.conversations"
 
 
 def load_settings(path: Path | None = None) -> Settings:

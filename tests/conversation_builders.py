@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sidecar.adapters.prometheus import Metrics
 from sidecar.conversation.turns import TurnRecord
 from sidecar.engine.service import Service
 from sidecar.evaluate.rubric import Rubric
@@ -145,11 +146,16 @@ async def both_stages_round(service: Service, clock: ManualClock, advance: float
     await quiesce()
 
 
+def _metrics(service: Service) -> Metrics:
+    assert isinstance(service.telemetry, Metrics), "the rig's service counts into Metrics"
+    return service.telemetry
+
+
 def metric_total(service: Service, name: str, **labels: str) -> float:
     """The sum of ``name``'s samples whose labels include ``labels``."""
     return sum(
         s.value
-        for f in service.metrics.registry.collect()
+        for f in _metrics(service).registry.collect()
         for s in f.samples
         if s.name == name and labels.items() <= s.labels.items()
     )

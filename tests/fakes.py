@@ -1,4 +1,4 @@
-"""The broker in memory: the protocols of :mod:`sidecar.ports` without a network.
+"""The broker in memory: the ports of :mod:`sidecar.ports` without a network (for tests).
 
 Like httpx's ``MockTransport``: real behaviour, no patching. A
 :class:`MemoryTopic` holds partitions of records and one consumer group's
@@ -7,8 +7,10 @@ of that group, reading a spans topic and, when given, a logs topic
 co-partitioned with it (partition i of both is assigned and revoked together); the test moves partitions with :meth:`~MemorySource.assign` and
 :meth:`~MemorySource.revoke`, which call the rebalance listener as Kafka does
 (on revoke while the partitions are still assigned, so the listener can commit).
-:class:`MemorySink` keeps what was sent and can be told to refuse the next sends
-with the error the Kafka sink raises. :class:`MemoryLabels` hands out pushed labels.
+:class:`MemorySink` keeps what was sent, by kind, and can be told to refuse the
+next records with the error the Kafka sink raises (retriably, or for good with
+a reason); turn and state records go on to a :class:`MemoryTurns` and a
+:class:`MemoryConversationState` when given. :class:`MemoryLabels` hands out pushed labels.
 :class:`MemoryHistory` reads a topic by position with record timestamps (``sidecar backfill``).
 :class:`MemoryConversationState` is the conversation state topic plus read-backs
 of the turns topic by offset; :meth:`MemoryTopic.delete_before` stands for retention.
@@ -22,14 +24,15 @@ none waits for time (a fetch with nothing to read returns an empty list).
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from sidecar.conversation.state import StateEntry
-from sidecar.engine.history import HistoryRecord
-from sidecar.errors import DeliveryError, PartialDelivery
+from sidecar.adapters.workers import fair_share
+from sidecar.errors import DeliveryError, Refusal
 from sidecar.model import RecordRef
-from sidecar.ports import RebalanceListener, Record
+from sidecar.ports import OutRecord, Position, RebalanceListener, Record, RecordKind, StateEntry
+from sidecar.telemetry import ConsumerLag
 
 __all__ = [
     "MemoryConversationState",
@@ -105,12 +108,29 @@ class MemorySource:
         self._listener: RebalanceListener | None = None
         self._paused_partitions: set[int] = set()
         self._paused = False
+        # Members started together (--workers), and the clock their fair-share wait runs on.
+        self.members = 1
+        self.assignments = 0
+        self.fair_share_wait_s = 10.0
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def start(self, listener: RebalanceListener) -> None:
         self.journal.append("source.start")
         self._listener = listener
         if self._initial:
             await self.assign(self._initial)
+        if self.members > 1:
+            # As the Kafka source does with --workers (sidecar.adapters.workers.fair_share).
+            await fair_share(
+                assigned=self.assigned,
+                partition_count=lambda: len(self.topic.partitions),
+                assignments=lambda: self.assignments,
+                members=self.members,
+                timeout_s=self.fair_share_wait_s,
+                clock=self.clock,
+                sleep=self.sleep,
+            )
 
     async def stop(self) -> None:
         self.journal.append("source.stop")
@@ -122,12 +142,14 @@ class MemorySource:
         """The group hands ``partitions`` to this member; reading starts at the committed offset."""
         assert self._listener is not None, "start() the source first"
         added = set(partitions) - set(self.positions)
+        self.assignments += 1
         for partition in added:
             self.positions[partition] = self.topic.committed.get(partition, 0)
             if self.logs is not None and partition in self.logs.partitions:
                 self.log_positions[partition] = self.logs.committed.get(partition, 0)
         self.journal.append(f"source.assigned {sorted(added)}")
-        await self._listener.on_assigned(added)
+        metadata = {p: self.topic.metadata[p] for p in added if p in self.topic.metadata}
+        await self._listener.on_assigned(added, metadata)
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         """The group takes ``partitions`` away; the listener runs while they are still ours."""
@@ -164,43 +186,40 @@ class MemorySource:
     def assigned(self) -> set[int]:
         return set(self.positions)
 
-    def partition_count(self) -> int | None:
-        return len(self.topic.partitions)
+    def lag(self) -> ConsumerLag:
+        """Records behind each assigned partition's end, from the fetch position."""
+        return ConsumerLag(
+            {p: max(0, self.topic.highwater(p) - o) for p, o in self.positions.items()}
+        )
 
-    def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
-        return {
-            p: max(0, self.topic.highwater(p) - next_offsets[p])
-            for p in self.positions
-            if p in next_offsets
-        }
-
-    async def commit(
-        self,
-        offsets: Mapping[int, int],
-        metadata: Mapping[int, str] | None = None,
-        log_offsets: Mapping[int, int] | None = None,
-    ) -> bool:
+    async def commit(self, positions: Mapping[tuple[str, int], Position]) -> bool:
         await asyncio.sleep(0)
-        accepted = {p: o for p, o in offsets.items() if p in self.positions}
-        logs = {p: o for p, o in (log_offsets or {}).items() if p in self.log_positions}
+        logs_name = self.logs.name if self.logs is not None else None
+        accepted = {
+            p: pos
+            for (topic, p), pos in positions.items()
+            if topic == self.topic.name and p in self.positions
+        }
+        logs = {
+            p: pos.offset
+            for (topic, p), pos in positions.items()
+            if topic == logs_name and p in self.log_positions
+        }
         if not accepted and not logs:
             return False
-        self.topic.committed.update(accepted)
-        for partition in accepted:
-            self.topic.metadata[partition] = (metadata or {}).get(partition, "")
         if accepted:
-            self.commits.append(accepted)
-            self.journal.append(f"source.commit {accepted}")
+            offsets = {p: pos.offset for p, pos in accepted.items()}
+            self.topic.committed.update(offsets)
+            for partition, pos in accepted.items():
+                self.topic.metadata[partition] = pos.metadata
+            self.commits.append(offsets)
+            self.journal.append(f"source.commit {offsets}")
         if logs:
             assert self.logs is not None
             self.logs.committed.update(logs)
             self.log_commits.append(logs)
             self.journal.append(f"source.commit_logs {logs}")
         return True
-
-    async def committed_metadata(self, partitions: set[int]) -> dict[int, str]:
-        await asyncio.sleep(0)
-        return {p: self.topic.metadata[p] for p in partitions if p in self.topic.metadata}
 
     def pause(self) -> None:
         if not self._paused:
@@ -218,19 +237,54 @@ class MemorySource:
 
 
 class MemorySink:
-    """A ``Sink`` that keeps every acknowledged record; :meth:`fail` makes sends refused."""
+    """A ``RecordSink`` that keeps every acknowledged record, by kind.
 
-    def __init__(self, *, journal: list[str] | None = None) -> None:
+    :meth:`fail` makes the next records refused, retriably (a broker away)
+    or for good with ``reason`` (``too_large``, ``not_authorized``, ...), as
+    the Kafka sink reports them. Turn records go on to ``turns`` and state
+    records to ``state`` when given (each may refuse them too).
+    """
+
+    def __init__(
+        self,
+        *,
+        journal: list[str] | None = None,
+        turns: MemoryTurns | None = None,
+        state: MemoryConversationState | None = None,
+    ) -> None:
         self.journal: list[str] = [] if journal is None else journal
         self.verdicts: list[tuple[str, bytes]] = []
         self.reviews: list[tuple[str, str, bytes]] = []
         self.dead_letters: list[tuple[Record, str, str]] = []
+        self.letters: list[OutRecord] = []
+        self.turns = turns
+        self.state = state
         self.refused = 0
         self._failures = 0
+        self._refusal = Refusal(True, "unavailable", "refused by the in-memory broker")
+        # Refuse only records of these kinds (all kinds when empty).
+        self._kinds: frozenset[RecordKind] = frozenset()
 
-    def fail(self, times: int) -> None:
-        """Refuse the next ``times`` sends with :class:`DeliveryError`; ``fail(0)`` heals."""
+    def routed(
+        self, *, turns: MemoryTurns | None = None, state: MemoryConversationState | None = None
+    ) -> MemorySink:
+        """A sink keeping its records in this one's lists, routing turns and state its own way."""
+        view = MemorySink(journal=self.journal, turns=turns, state=state)
+        view.verdicts, view.reviews = self.verdicts, self.reviews
+        view.dead_letters, view.letters = self.dead_letters, self.letters
+        return view
+
+    def fail(
+        self, times: int, *, reason: str | None = None, kinds: Iterable[RecordKind] = ()
+    ) -> None:
+        """Refuse the next ``times`` records (of ``kinds``); ``reason`` given: for good."""
         self._failures = times
+        self._kinds = frozenset(kinds)
+        self._refusal = (
+            Refusal(True, "unavailable", "refused by the in-memory broker")
+            if reason is None
+            else Refusal(False, reason, f"refused by the in-memory broker: {reason}")
+        )
 
     async def start(self) -> None:
         self.journal.append("sink.start")
@@ -238,38 +292,54 @@ class MemorySink:
     async def stop(self) -> None:
         self.journal.append("sink.stop")
 
-    async def send_verdict(self, trace_id: str, payload: bytes) -> None:
-        await self._acknowledge(f"sink.verdict {trace_id}")
-        self.verdicts.append((trace_id, payload))
-
-    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
-        """Each record is one send (so :meth:`fail` counts records); the refused are named."""
-        unsent: list[int] = []
-        for i, (trace_id, payload) in enumerate(records):
-            try:
-                await self._acknowledge(f"sink.verdict {trace_id}")
-            except DeliveryError:
-                unsent.append(i)
+    async def send(self, records: Sequence[OutRecord]) -> None:
+        """Each record is acknowledged or refused on its own; the refused are named."""
+        refused: dict[int, Refusal] = {}
+        for i, record in enumerate(records):
+            await asyncio.sleep(0)
+            if self._failures > 0 and (not self._kinds or record.kind in self._kinds):
+                self._failures -= 1
+                self.refused += 1
+                refused[i] = self._refusal
                 continue
-            self.verdicts.append((trace_id, payload))
-        if unsent:
-            raise PartialDelivery(f"refused by the in-memory broker: {len(unsent)} records", unsent)
+            try:
+                await self._take(record)
+            except DeliveryError:
+                refused[i] = Refusal(True, "unavailable", "refused by the in-memory broker")
+        if refused:
+            raise DeliveryError(f"refused by the in-memory broker: {len(refused)} records", refused)
 
-    async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
-        await self._acknowledge(f"sink.review {trace_id}")
-        self.reviews.append((topic, trace_id, payload))
-
-    async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
-        await self._acknowledge(f"sink.dead_letter {record.partition}:{record.offset}")
-        self.dead_letters.append((record, reason, detail))
-
-    async def _acknowledge(self, what: str) -> None:
-        await asyncio.sleep(0)
-        if self._failures > 0:
-            self._failures -= 1
-            self.refused += 1
-            raise DeliveryError(f"refused by the in-memory broker: {what}")
-        self.journal.append(what)
+    async def _take(self, record: OutRecord) -> None:
+        key = (record.key or b"").decode("utf-8", "replace")
+        value = record.value or b""
+        match record.kind:
+            case RecordKind.VERDICT:
+                self.journal.append(f"sink.verdict {key}")
+                self.verdicts.append((key, value))
+            case RecordKind.REVIEW:
+                self.journal.append(f"sink.review {key}")
+                self.reviews.append((record.topic, key, value))
+            case RecordKind.DEAD_LETTER:
+                headers = {name: v.decode("utf-8", "replace") for name, v in record.headers}
+                source = Record(
+                    int(headers.get("sidecar.source.partition", "-1")),
+                    int(headers.get("sidecar.source.offset", "-1")),
+                    record.key,
+                    record.value,
+                    headers.get("sidecar.source.topic", ""),
+                )
+                self.journal.append(f"sink.dead_letter {source.partition}:{source.offset}")
+                self.letters.append(record)
+                self.dead_letters.append(
+                    (source, headers["sidecar.dlq.reason"], headers["sidecar.dlq.detail"])
+                )
+            case RecordKind.TURN:
+                assert self.turns is not None, "a turn record without a MemoryTurns"
+                await self.turns.send_turn(key, value)
+            case RecordKind.STATE:
+                assert self.state is not None
+                assert record.partition is not None
+                await self.state.write(record.partition, record.key or b"", record.value)
 
 
 class MemoryLabels:
@@ -343,10 +413,10 @@ class MemoryHistory:
     async def assign(self, starts: Mapping[int, int]) -> None:
         self.positions_ = dict(starts)
 
-    async def fetch(self) -> list[HistoryRecord]:
+    async def fetch(self) -> list[Record]:
         self.fetches += 1
         await asyncio.sleep(0)
-        records: list[HistoryRecord] = []
+        records: list[Record] = []
         for partition in sorted(self.positions_):
             if partition in self.finished:
                 continue
@@ -354,11 +424,13 @@ class MemoryHistory:
             batch = self.topic.records(partition)[start : start + self.max_records - len(records)]
             times = self.timestamps.get(partition, [])
             records.extend(
-                HistoryRecord(
+                Record(
                     r.partition,
                     r.offset,
-                    times[r.offset] if r.offset < len(times) else None,
+                    r.key,
                     r.value,
+                    self.topic.name,
+                    times[r.offset] if r.offset < len(times) else None,
                 )
                 for r in batch
             )
@@ -376,7 +448,7 @@ class MemoryHistory:
 
 
 class MemoryTurns:
-    """A ``TurnSink`` appending to a :class:`MemoryTopic`, partitioned by key as Kafka does."""
+    """Turn records appended to a :class:`MemoryTopic`, partitioned by key as Kafka does."""
 
     def __init__(self, topic: MemoryTopic, *, journal: list[str] | None = None) -> None:
         self.topic = topic
@@ -406,7 +478,9 @@ class MemoryTurns:
 
 
 class MemoryConversationState:
-    """A ``ConversationState``: state records on ``state``, turns read back from ``turns``.
+    """A ``TopicReader`` (state records on ``state``, turns read back from ``turns``).
+
+    State records written through a :class:`MemorySink` land here.
 
     ``state`` None stands for a deployment without a state topic (writes are
     dropped, nothing is restored). :meth:`fail` makes the next writes refused.

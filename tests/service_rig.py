@@ -117,6 +117,7 @@ class Rig:
     sink: MemorySink
     labels: MemoryLabels
     clock: ManualClock
+    metrics: Metrics
     journal: list[str] = field(default_factory=list)
 
     async def round(self, advance: float = 0.0) -> None:
@@ -133,7 +134,7 @@ class Rig:
         """Sum of the samples of ``name`` whose labels include ``labels``; None if none."""
         values = [
             sample.value
-            for family in self.service.metrics.registry.collect()
+            for family in self.metrics.registry.collect()
             for sample in family.samples
             if sample.name == name and labels.items() <= sample.labels.items()
         ]
@@ -164,16 +165,22 @@ def make_rig(
     labels = MemoryLabels(journal=journal)
     clock = ManualClock()
     config = Settings(
-        kafka={"commit_interval_s": INTERVAL, **(kafka or {})},
+        kafka={
+            "commit_interval_s": INTERVAL,
+            # Without jitter, so that retry delays can be compared exactly.
+            "delivery": {"jitter": 0.0},
+            **(kafka or {}),
+        },
         assembler={"decision_wait_s": WAIT, **(assembler or {})},
         metrics={"host": "127.0.0.1", "port": 0},
         otel={"enabled": False},
         **settings,
     )
+    metrics = Metrics()
     service = Service(
         config,
         list(rubrics),
-        metrics=Metrics(),
+        telemetry=metrics,
         spans=JournalSpans(journal),
         source=lambda: source,
         sink=lambda: sink,
@@ -184,7 +191,9 @@ def make_rig(
         sleep=clock.sleep,
         offload=inline,
     )
-    return Rig(service, topic, source, sink, labels, clock, journal)
+    metrics.watch(source.lag)
+    source.clock, source.sleep = clock, clock.sleep
+    return Rig(service, topic, source, sink, labels, clock, metrics, journal)
 
 
 @contextlib.asynccontextmanager

@@ -22,7 +22,6 @@ from sidecar.adapters.prometheus import Metrics
 from sidecar.commands.backfill import KafkaOutput, summary_line
 from sidecar.engine.history import (
     BackfillSummary,
-    HistoryRecord,
     Window,
     backfill,
     parse_time,
@@ -32,6 +31,7 @@ from sidecar.errors import DeliveryError, SourceError, UsageError
 from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
+from sidecar.ports import Record
 from sidecar.wire.redact import DEFAULT_REDACTION
 from tests.builders import rubric, trace_id
 from tests.fakes import MemoryHistory, MemorySink, MemoryTopic
@@ -380,7 +380,7 @@ async def test_an_undecodable_record_is_counted_and_skipped() -> None:
 
 
 class FailingHistory(MemoryHistory):
-    async def fetch(self) -> list[HistoryRecord]:
+    async def fetch(self) -> list[Record]:
         raise SourceError("the broker went away")
 
 

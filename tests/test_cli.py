@@ -83,7 +83,7 @@ EXIT_CODES: list[tuple[errors.SidecarError, int]] = [
     (errors.RecordError("x"), 2),
     (errors.SourceError("x"), 1),
     (errors.DeliveryError("x"), 1),
-    (errors.PartialDelivery("x", [0]), 1),
+    (errors.DeliveryError("x", {0: errors.Refusal(False, "too_large")}), 1),
     (errors.DecodeError("r", "x"), 1),
     (errors.JudgeError("r", "x"), 1),
     (errors.JudgeUnavailable("r", "x"), 1),

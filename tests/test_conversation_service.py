@@ -74,9 +74,9 @@ def make(
     **conversations: Any,
 ) -> ConvRig:
     spans = spans or MemoryTopic(partitions=2)
-    turns = turns or MemoryTopic(partitions=2)
+    turns = turns or MemoryTopic(partitions=2, name="eval_turns")
     clock = clock or ManualClock()
-    sink = MemorySink()
+    sink = MemorySink(turns=MemoryTurns(turns))
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -88,11 +88,10 @@ def make(
             conversation_rubric(checks=CHECKS, conversation={"idle_timeout_s": IDLE}),
             rubric(id="per-trace"),
         ],
-        metrics=Metrics(),
+        telemetry=Metrics(),
         spans=VerdictSpans(provider),
         source=lambda: MemorySource(spans),
         sink=lambda: sink,
-        turns=lambda: MemoryTurns(turns),
         turn_source=lambda: MemorySource(turns),
         clock=clock,
         sleep=clock.sleep,
@@ -181,7 +180,7 @@ async def test_eval_turns_offsets_stay_held_until_the_conversation_is_emitted() 
 
 
 async def test_a_restart_rebuilds_open_conversations_from_the_topic() -> None:
-    spans, turns = MemoryTopic(partitions=2), MemoryTopic(partitions=2)
+    spans, turns = MemoryTopic(partitions=2), MemoryTopic(partitions=2, name="eval_turns")
     first = make(spans, turns)
     a = refund_conversation("a", 0, gap_s=20)
     await first.service.start()

@@ -1,4 +1,8 @@
-"""A member started with others (``--workers``) reads only once it holds its share of partitions."""
+"""A member started with others (``--workers``) reads only once it holds its share of partitions.
+
+The wait is the sources' (``sidecar.adapters.workers.fair_share``); the in-memory source
+runs it as the Kafka source does.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from tests.service_rig import make_rig
 
 async def test_a_member_holding_every_partition_waits_for_the_rebalance() -> None:
     rig = make_rig(MemoryTopic(partitions=4))
-    rig.service.group_members = 2
+    rig.source.members = 2
     start = asyncio.create_task(rig.service.start())
     await rig.clock.until_sleepers(1)
     rig.clock.advance(3.0)  # the group's next heartbeat is still to come
@@ -31,7 +35,7 @@ async def test_a_member_holding_every_partition_waits_for_the_rebalance() -> Non
 
 async def test_a_member_given_its_share_at_once_does_not_wait() -> None:
     rig = make_rig(MemoryTopic(partitions=4), partitions={1, 3})
-    rig.service.group_members = 2
+    rig.source.members = 2
     await asyncio.wait_for(rig.service.start(), 1)
     assert rig.clock.slept == []
     await rig.service.close()
@@ -39,7 +43,7 @@ async def test_a_member_given_its_share_at_once_does_not_wait() -> None:
 
 async def test_a_member_waits_for_its_first_assignment() -> None:
     rig = make_rig(MemoryTopic(partitions=4), partitions=set())
-    rig.service.group_members = 3
+    rig.source.members = 3
     start = asyncio.create_task(rig.service.start())
     await rig.clock.until_sleepers(1)
     assert not start.done()  # holding none of 4 is not a share yet: no assignment came
@@ -52,9 +56,9 @@ async def test_a_member_waits_for_its_first_assignment() -> None:
 async def test_without_a_rebalance_the_member_reads_what_it_holds_after_the_wait(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sidecar.engine.service")
+    caplog.set_level(logging.INFO, logger="sidecar.adapters.workers")
     rig = make_rig(MemoryTopic(partitions=4))
-    rig.service.group_members = 2
+    rig.source.members = 2
     start = asyncio.create_task(rig.service.start())
     for _ in range(10):
         await rig.clock.until_sleepers(1)

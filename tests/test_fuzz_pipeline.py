@@ -81,7 +81,7 @@ async def test_every_record_ends_as_a_verdict_or_a_counted_rejection(batch: list
             expected |= {span.trace_id for span in decode(payload)}
         except DecodeError:
             continue
-    registry = service.metrics.registry
+    registry = service.telemetry.registry
     ok = registry.get_sample_value("sidecar_kafka_records_total", {"result": "ok"}) or 0
     dead = registry.get_sample_value("sidecar_kafka_records_total", {"result": "dead_letter"}) or 0
     assert ok + dead == len(batch)

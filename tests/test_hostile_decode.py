@@ -170,7 +170,7 @@ def service(topic: MemoryTopic, **kwargs: Any) -> Rig:
 
 
 def value(svc: Service, name: str, **labels: str) -> float | None:
-    return svc.metrics.registry.get_sample_value(name, labels)
+    return svc.telemetry.registry.get_sample_value(name, labels)
 
 
 async def test_bad_numbers_are_dead_lettered_and_good_traces_in_the_batch_get_verdicts() -> None:

@@ -198,7 +198,7 @@ async def test_one_faulty_trace_gets_an_errored_verdict_and_the_partition_moves_
     }
     errored = next(json.loads(p) for t, p in sink.verdicts if t == trace_id(2))
     assert {c["reason"] for c in errored["criteria"]} == {"internal_error: RuntimeError"}
-    registry = service.metrics.registry
+    registry = service.telemetry.registry
     assert registry.get_sample_value("sidecar_internal_errors_total", {"stage": "judge"}) == 1
     assert topic.committed == {0: 3}
 

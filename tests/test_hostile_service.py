@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import Metrics
 from sidecar.engine.offload import inline
 from sidecar.engine.service import Service
@@ -57,17 +58,18 @@ class Member:
         self.sink = MemorySink()
         self.source = MemorySource(topic, partitions=partitions)
         config = Settings(
-            kafka={"commit_interval_s": INTERVAL},
+            kafka={"commit_interval_s": INTERVAL, "delivery": {"jitter": 0.0}},
             assembler={"decision_wait_s": WAIT, "max_trace_age_s": MAX_AGE},
             metrics={"host": "127.0.0.1", "port": 0},
             otel={"enabled": False},
             review={"enabled": False},
             **settings,
         )
+        self.metrics = Metrics()
         self.service = Service(
             config,
             [RUBRIC],
-            metrics=Metrics(),
+            telemetry=self.metrics,
             spans=JournalSpans([]),
             source=lambda: self.source,
             sink=lambda: self.sink,
@@ -75,6 +77,7 @@ class Member:
             sleep=self.clock.sleep,
             offload=inline,
         )
+        self.server = MetricsServer(self.metrics.registry, self.service.readiness, "127.0.0.1", 0)
 
     async def round(self, advance: float = 0.0) -> None:
         self.clock.advance(advance)
@@ -86,16 +89,18 @@ class Member:
         return {trace: json.loads(payload) for trace, payload in self.sink.verdicts}
 
     def metric(self, name: str, **labels: str) -> float | None:
-        return self.service.metrics.registry.get_sample_value(name, labels)
+        return self.metrics.registry.get_sample_value(name, labels)
 
 
 @asynccontextmanager
 async def started(member: Member) -> AsyncIterator[Member]:
+    await member.server.start()
     await member.service.start()
     try:
         yield member
     finally:
         await member.service.close()
+        await member.server.stop()
 
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
@@ -130,7 +135,7 @@ async def test_thousands_of_traces_due_at_once_never_exceed_the_in_flight_bound(
         assert len(asyncio.all_tasks()) < 2 * bound
         await member.round()
         assert member.source.paused
-        port = member.service.server.port
+        port = member.server.port
         assert (await http_get(port, "/healthz"))[0] == 200
         status, metrics = await http_get(port, "/metrics")
         assert status == 200
@@ -155,7 +160,7 @@ async def test_readyz_says_not_ready_while_records_are_not_acknowledged() -> Non
     member = Member(topic)
     member.sink.fail(2)
     async with started(member):
-        port = member.service.server.port
+        port = member.server.port
         assert (await http_get(port, "/readyz"))[0] == 200
         await member.round()
         await member.round(WAIT)

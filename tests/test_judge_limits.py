@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter, TokenBucket
+from sidecar.judge.limits import BreakerState, CircuitBreaker, RateLimiter, TokenBucket
 
 # --- TokenBucket -----------------------------------------------------------
 
@@ -170,28 +168,3 @@ def test_bucket_waiting_the_announced_time_always_suffices() -> None:
 def test_breaker_rejects_nonsense(threshold: int, reset: float) -> None:
     with pytest.raises(ValueError, match="required"):
         CircuitBreaker(threshold, reset)
-
-
-# --- Backoff ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("attempt", "rand", "want"),
-    [
-        pytest.param(0, 0.5, 0.05, id="first-retry-half"),
-        pytest.param(1, 0.5, 0.1, id="doubles"),
-        pytest.param(3, 0.999, 0.7992, id="near-ceiling"),
-        pytest.param(10, 1.0, 2.0, id="capped"),
-        pytest.param(10_000, 1.0, 2.0, id="huge-attempt-no-overflow"),
-        pytest.param(2, 0.0, 0.0, id="full-jitter-can-be-zero"),
-    ],
-)
-def test_backoff_full_jitter(attempt: int, rand: float, want: float) -> None:
-    backoff = Backoff(base_s=0.1, max_s=2.0, rand=lambda: rand)
-    assert backoff.delay(attempt) == pytest.approx(want)
-
-
-def test_backoff_spreads_delays_with_the_injected_random_source() -> None:
-    values = itertools.cycle([0.1, 0.9])
-    backoff = Backoff(base_s=1.0, max_s=100.0, rand=lambda: next(values))
-    assert [backoff.delay(2), backoff.delay(2)] == pytest.approx([0.4, 3.6])

@@ -1,4 +1,4 @@
-"""The broker protocols on Kafka: the span consumer, the producer, the labels consumer.
+"""The broker ports on Kafka (:mod:`sidecar.ports`): the group reader, the producer, the labels.
 
 The consumer reads the spans topic and, when ``kafka.logs_topic`` is set,
 the logs topic beside it, in one group with the range assignor
@@ -34,30 +34,40 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    ClusterAuthorizationFailedError,
+    CorruptRecordException,
+    InvalidTopicError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
-from sidecar.errors import DeliveryError, PartialDelivery, SourceError
-from sidecar.ports import RebalanceListener, Record
+from sidecar.adapters.workers import fair_share
+from sidecar.errors import DeliveryError, Refusal, SourceError
+from sidecar.ports import OutRecord, Position, RebalanceListener, Record
 from sidecar.settings import KafkaSettings
+from sidecar.telemetry import ConsumerLag
 
-__all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource"]
+__all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource", "refusal_of", "security_options"]
 
 log = logging.getLogger(__name__)
 
 
-def _security(settings: KafkaSettings) -> dict[str, object]:
+def security_options(settings: KafkaSettings) -> dict[str, object]:
+    """The same security options for every client of the cluster."""
     options: dict[str, object] = {"security_protocol": settings.security_protocol}
     if settings.sasl_mechanism:
         options["sasl_mechanism"] = settings.sasl_mechanism
         options["sasl_plain_username"] = settings.sasl_username
         options["sasl_plain_password"] = settings.sasl_password
     return options
-
-
-# The same security options for every client of the cluster (also sidecar.adapters.kafka_history).
-security_options = _security
 
 
 def _unreachable(settings: KafkaSettings, exc: KafkaError) -> SourceError:
@@ -74,23 +84,70 @@ async def _stop(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
         raise SourceError(f"leaving Kafka failed: {exc}") from exc
 
 
+# Refused records: what no wait can fix, and what an operator must fix.
+_NEVER: tuple[tuple[type[KafkaError], str], ...] = (
+    (MessageSizeTooLargeError, "too_large"),
+    (RecordTooLargeError, "too_large"),
+    (RecordListTooLargeError, "too_large"),
+    (CorruptRecordException, "invalid_record"),
+    (InvalidTopicError, "invalid_record"),
+)
+_OPERATOR: tuple[tuple[type[KafkaError], str], ...] = (
+    (TopicAuthorizationFailedError, "not_authorized"),
+    (ClusterAuthorizationFailedError, "not_authorized"),
+    (UnknownTopicOrPartitionError, "unknown_topic"),
+)
+
+
+def refusal_of(exc: BaseException) -> Refusal:
+    """Why a send failed, in the deliverer's terms (see :mod:`sidecar.engine.deliver`)."""
+    detail = f"{type(exc).__name__}: {exc}"
+    for kind, reason in (*_NEVER, *_OPERATOR):
+        if isinstance(exc, kind):
+            return Refusal(False, reason, detail)
+    if isinstance(exc, KafkaError) and not exc.retriable and type(exc).__name__ not in _TRANSIENT:
+        # An error Kafka says will not go away by itself, of a kind not listed above:
+        # waited on like an operator's, so a surprise never loses a record at once.
+        return Refusal(False, "refused", detail)
+    return Refusal(True, "unavailable", detail)
+
+
+# aiokafka marks these not retriable, though a new attempt (with a new producer) succeeds.
+_TRANSIENT = frozenset(
+    {"KafkaTimeoutError", "OutOfOrderSequenceNumber", "IllegalStateError", "ProducerClosed"}
+)
+
+
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, listener: RebalanceListener) -> None:
+    def __init__(self, source: KafkaSource, listener: RebalanceListener) -> None:
+        self._source = source
         self._listener = listener
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._listener.on_revoked({tp.partition for tp in revoked})
+        partitions = {tp.partition for tp in revoked}
+        await self._listener.on_revoked(partitions)
+        for partition in partitions:
+            self._source.forget(partition)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        await self._listener.on_assigned({tp.partition for tp in assigned})
+        partitions = {tp.partition for tp in assigned}
+        self._source.assignments += 1
+        metadata = await self._source.committed_metadata(partitions) if partitions else {}
+        await self._listener.on_assigned(partitions, metadata)
 
 
 class KafkaSource:
-    """Consumer-group reader of the spans and logs topics with manual commits (a ``Source``)."""
+    """Consumer-group reader of co-partitioned topics with manual commits (a ``RecordSource``).
 
-    def __init__(self, settings: KafkaSettings) -> None:
+    ``settings.topic`` is the first topic (the one whose commits carry
+    metadata); ``settings.logs_topic``, when set, is read beside it.
+    """
+
+    def __init__(self, settings: KafkaSettings, *, members: int = 1) -> None:
         self._settings = settings
         self._logs_topic = settings.logs_topic or None
+        self.members = members
+        self.assignments = 0
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
             group_id=settings.group_id,
@@ -102,9 +159,11 @@ class KafkaSource:
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             # Co-partitioning: partition i of every topic to the same member.
             partition_assignment_strategy=(RangePartitionAssignor,),
-            **_security(settings),
+            **security_options(settings),
         )
         self._paused = False
+        # The next offset to read per partition of the first topic, from what was fetched.
+        self._positions: dict[int, int] = {}
 
     @property
     def topics(self) -> list[str]:
@@ -117,7 +176,17 @@ class KafkaSource:
             raise _unreachable(self._settings, exc) from exc
         if self._logs_topic:
             await self._check_copartitioned()
-        self._consumer.subscribe(self.topics, listener=_Listener(listener))
+        self._consumer.subscribe(self.topics, listener=_Listener(self, listener))
+        if self.members > 1:
+            await fair_share(
+                assigned=self.assigned,
+                partition_count=self.partition_count,
+                assignments=lambda: self.assignments,
+                members=self.members,
+                timeout_s=self._settings.fair_share_wait_s,
+                clock=asyncio.get_running_loop().time,
+                sleep=asyncio.sleep,
+            )
 
     async def _check_copartitioned(self) -> None:
         """Log an error when the two topics differ in partition count (or one is missing)."""
@@ -149,11 +218,18 @@ class KafkaSource:
             timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.max_poll_records
         )
         records: list[Record] = []
+        first = self._settings.topic
         for tp, messages in batches.items():
             records.extend(
-                Record(tp.partition, m.offset, m.key, m.value, tp.topic) for m in messages
+                Record(tp.partition, m.offset, m.key, m.value, tp.topic, m.timestamp)
+                for m in messages
             )
+            if messages and tp.topic == first:
+                self._positions[tp.partition] = messages[-1].offset + 1
         return records
+
+    def forget(self, partition: int) -> None:
+        self._positions.pop(partition, None)
 
     def assigned(self) -> set[int]:
         return {
@@ -164,36 +240,26 @@ class KafkaSource:
         partitions = self._consumer.partitions_for_topic(self._settings.topic)
         return len(partitions) if partitions else None
 
-    def lag(self, next_offsets: Mapping[int, int]) -> dict[int, int]:
+    def lag(self) -> ConsumerLag:
+        """Records between each assigned partition's fetch position and its end."""
         lags: dict[int, int] = {}
         for tp in self._consumer.assignment():
             if tp.topic != self._settings.topic:
                 continue
             highwater = self._consumer.highwater(tp)
-            if highwater is not None and tp.partition in next_offsets:
-                lags[tp.partition] = max(0, highwater - next_offsets[tp.partition])
-        return lags
+            position = self._positions.get(tp.partition)
+            if highwater is not None and position is not None:
+                lags[tp.partition] = max(0, highwater - position)
+        return ConsumerLag(lags)
 
-    async def commit(
-        self,
-        offsets: Mapping[int, int],
-        metadata: Mapping[int, str] | None = None,
-        log_offsets: Mapping[int, int] | None = None,
-    ) -> bool:
-        """Commit both topics at once; False (logged) when the group refused it (rebalancing)."""
+    async def commit(self, positions: Mapping[tuple[str, int], Position]) -> bool:
+        """Commit every topic at once; False (logged) when the group refused it (rebalancing)."""
         assigned = self._consumer.assignment()
-        notes = metadata or {}
         to_commit = {
-            tp: OffsetAndMetadata(o, notes.get(p, ""))
-            for p, o in offsets.items()
-            if (tp := TopicPartition(self._settings.topic, p)) in assigned
+            tp: OffsetAndMetadata(p.offset, p.metadata)
+            for (topic, partition), p in positions.items()
+            if (tp := TopicPartition(topic, partition)) in assigned
         }
-        if self._logs_topic:
-            to_commit.update(
-                (tp, OffsetAndMetadata(o, ""))
-                for p, o in (log_offsets or {}).items()
-                if (tp := TopicPartition(self._logs_topic, p)) in assigned
-            )
         if not to_commit:
             return False
         try:
@@ -229,16 +295,13 @@ class KafkaSource:
             self._consumer.resume(*self._consumer.assignment())
             self._paused = False
 
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
 
 class KafkaSink:
-    """Producer for verdict records and dead letters; a send returns once acknowledged (acks=all).
+    """Producer of :class:`~sidecar.ports.OutRecord` s; a send returns once acknowledged (acks=all).
 
-    :meth:`send_verdicts` sends many verdict records at once (one produce batch
-    per partition) and says which were refused.
+    :meth:`send` sends many records at once (one produce batch per topic and
+    partition, the partition by the producer's partitioner of the key unless
+    the record names one) and says, per refused record, why.
 
     A producer that failed a send is replaced before the next one (see the
     module docstring). ``producer`` builds producers (the default: idempotent
@@ -273,92 +336,90 @@ class KafkaSink:
     async def stop(self) -> None:
         await _stop(self._producer)
 
-    async def send_verdict(self, trace_id: str, payload: bytes) -> None:
-        if not self._settings.verdict_topic:
-            return
-        await self._send(self._settings.verdict_topic, payload, key=trace_id.encode("ascii"))
-
-    async def send_verdicts(self, records: Sequence[tuple[str, bytes]]) -> None:
-        """Verdict records in one produce batch per partition, all awaited together.
-
-        Each record goes to the partition the producer's default partitioner
-        gives its key (the trace id), as :meth:`send_verdict` would; one future
-        per partition batch instead of one send awaited per record.
-        """
-        topic = self._settings.verdict_topic
-        if not topic or not records:
+    async def send(self, records: Sequence[OutRecord]) -> None:
+        if not records:
             return
         await self._renew_if_failed()
         generation, producer = self._generation, self._producer
+        refused: dict[int, Refusal] = {}
         sent: list[tuple[list[int], asyncio.Future[object]]] = []
-        unsent: list[int] = []
-        try:
-            partitions = sorted(await producer.partitions_for(topic))
-            open_batches: dict[int, tuple[list[int], Any]] = {}
-            for i, (trace_id, payload) in enumerate(records):
-                key = trace_id.encode("ascii")
-                partition = self._partitioner(key, partitions, partitions)
-                indices, batch = open_batches.get(partition) or ([], producer.create_batch())
-                # A batch takes its first record whatever its size; None means it is full.
-                if batch.append(key=key, value=payload, timestamp=None) is None:
-                    future = await producer.send_batch(batch, topic, partition=partition)
-                    sent.append((indices, future))
-                    indices, batch = [], producer.create_batch()
-                    batch.append(key=key, value=payload, timestamp=None)
-                indices.append(i)
-                open_batches[partition] = (indices, batch)
-            for partition, (indices, batch) in open_batches.items():
-                sent.append((indices, await producer.send_batch(batch, topic, partition=partition)))
-        except KafkaError as exc:
-            self._failed = generation
-            queued = {i for indices, _ in sent for i in indices}
-            unsent = [i for i in range(len(records)) if i not in queued]
-            error: BaseException | None = exc
-        else:
-            error = None
+        by_topic: dict[str, list[int]] = {}
+        for i, record in enumerate(records):
+            by_topic.setdefault(record.topic, []).append(i)
+        for topic, indices in by_topic.items():
+            try:
+                await self._queue(producer, topic, records, indices, sent)
+            except KafkaError as exc:
+                # Waiting for room in the producer's queue is not a refusal: the producer
+                # stays; anything else while queueing (no metadata, closed) renews it.
+                if not isinstance(exc, KafkaTimeoutError):
+                    self._failed = generation
+                queued = {i for batch, _ in sent for i in batch}
+                refusal = refusal_of(exc)
+                refused.update((i, refusal) for i in indices if i not in queued)
         for indices, future in sent:
             try:
                 await future
             except KafkaError as exc:
                 self._failed = generation
-                unsent.extend(indices)
-                error = exc
-        if unsent:
-            raise PartialDelivery(f"{type(error).__name__}: {error}", sorted(unsent))
-
-    async def send_review(self, topic: str, trace_id: str, payload: bytes) -> None:
-        await self._send(topic, payload, key=trace_id.encode("ascii"))
-
-    async def send_dead_letter(self, record: Record, reason: str, detail: str) -> None:
-        headers = [
-            ("sidecar.dlq.reason", reason.encode()),
-            ("sidecar.dlq.detail", detail[:1000].encode("utf-8", "replace")),
-            ("sidecar.source.topic", (record.topic or self._settings.topic).encode()),
-            ("sidecar.source.partition", str(record.partition).encode()),
-            ("sidecar.source.offset", str(record.offset).encode()),
-        ]
-        await self._send(
-            self._settings.dead_letter_topic, record.value or b"", key=record.key, headers=headers
-        )
-
-    async def _send(
-        self,
-        topic: str,
-        value: bytes | None,
-        *,
-        key: bytes | None,
-        headers: list[tuple[str, bytes]] | None = None,
-        partition: int | None = None,
-    ) -> None:
-        await self._renew_if_failed()
-        generation, producer = self._generation, self._producer
-        try:
-            await producer.send_and_wait(
-                topic, value, key=key, headers=headers, partition=partition
+                refusal = refusal_of(exc)
+                refused.update((i, refusal) for i in indices)
+        if refused:
+            first = refused[min(refused)]
+            raise DeliveryError(
+                f"{len(refused)} of {len(records)} records refused ({first.detail})", refused
             )
-        except KafkaError as exc:
-            self._failed = generation
-            raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _queue(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        records: Sequence[OutRecord],
+        indices: Sequence[int],
+        sent: list[tuple[list[int], asyncio.Future[object]]],
+    ) -> None:
+        """Queue ``records[indices]`` (all bound for ``topic``) in one batch per partition.
+
+        Few records go one by one into the producer's own batches, which many
+        concurrent senders share well; many go in batches of their own.
+        """
+        if len(indices) < _OWN_BATCHES:
+            for i in indices:
+                record = records[i]
+                future = await producer.send(
+                    topic,
+                    record.value,
+                    key=record.key,
+                    partition=record.partition,
+                    headers=list(record.headers) or None,
+                )
+                sent.append(([i], future))
+            return
+        partitions = sorted(await producer.partitions_for(topic))
+        open_batches: dict[int, tuple[list[int], Any]] = {}
+        for i in indices:
+            record = records[i]
+            partition = record.partition
+            if partition is None:
+                partition = self._partitioner(record.key, partitions, partitions)
+            batch_indices, batch = open_batches.get(partition) or ([], producer.create_batch())
+            # A batch takes its first record whatever its size; None means it is full.
+            appended = batch.append(
+                key=record.key, value=record.value, timestamp=None, headers=list(record.headers)
+            )
+            if appended is None:
+                future = await producer.send_batch(batch, topic, partition=partition)
+                sent.append((batch_indices, future))
+                batch_indices, batch = [], producer.create_batch()
+                batch.append(
+                    key=record.key, value=record.value, timestamp=None, headers=list(record.headers)
+                )
+            batch_indices.append(i)
+            open_batches[partition] = (batch_indices, batch)
+        for partition, (batch_indices, batch) in open_batches.items():
+            sent.append(
+                (batch_indices, await producer.send_batch(batch, topic, partition=partition))
+            )
 
     async def _renew_if_failed(self) -> None:
         """Replace a producer that failed a send (once, however many sends saw it fail)."""
@@ -382,6 +443,10 @@ class KafkaSink:
                 raise DeliveryError(f"starting a new producer failed: {exc}") from exc
 
 
+# From this many records to one topic, a send builds its own batch per partition.
+_OWN_BATCHES = 16
+
+
 def _idempotent_producer(settings: KafkaSettings) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=settings.bootstrap_servers,
@@ -389,7 +454,7 @@ def _idempotent_producer(settings: KafkaSettings) -> AIOKafkaProducer:
         acks="all",
         enable_idempotence=True,
         linger_ms=5,
-        **_security(settings),
+        **security_options(settings),
     )
 
 
@@ -405,7 +470,7 @@ class KafkaLabelSource:
             client_id=f"{settings.client_id}-labels",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            **_security(settings),
+            **security_options(settings),
         )
 
     async def start(self) -> None:

@@ -1,4 +1,4 @@
-"""The spans topic read by position for ``sidecar backfill`` (a :class:`sidecar.engine.history.History`).
+"""The spans topic read by position for ``sidecar backfill`` (a :class:`sidecar.ports.HistoryReader`).
 
 One aiokafka consumer in the backfill's own group, with partitions assigned by
 hand (``assign``, then ``seek``): it never joins a group, so no rebalance
@@ -16,8 +16,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from sidecar.adapters.kafka import security_options
-from sidecar.engine.history import HistoryRecord
 from sidecar.errors import SourceError
+from sidecar.ports import Record
 from sidecar.settings import KafkaSettings
 
 __all__ = ["KafkaHistory"]
@@ -94,7 +94,7 @@ class KafkaHistory:
         for tp in chosen:
             self._consumer.seek(tp, starts[tp.partition])
 
-    async def fetch(self) -> list[HistoryRecord]:
+    async def fetch(self) -> list[Record]:
         try:
             batches = await self._consumer.getmany(
                 timeout_ms=self._settings.fetch_timeout_ms,
@@ -103,7 +103,7 @@ class KafkaHistory:
         except KafkaError as exc:
             raise SourceError(f"reading {self._topic} failed: {exc}") from exc
         return [
-            HistoryRecord(tp.partition, m.offset, m.timestamp, m.value)
+            Record(tp.partition, m.offset, m.key, m.value, tp.topic, m.timestamp)
             for tp, messages in batches.items()
             for m in messages
         ]

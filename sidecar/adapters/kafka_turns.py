@@ -1,17 +1,17 @@
-"""The ``eval_turns`` topic on Kafka: the turn producer, the conversation stage's consumer,
-and the conversation state topic with read-backs of ``eval_turns`` by offset.
+"""The ``eval_turns`` topic on Kafka: the conversation stage's consumer, and the
+conversation state topic with read-backs of ``eval_turns`` by offset.
 
-The producer is the verdict producer's (:class:`~sidecar.adapters.kafka.KafkaSink`:
-idempotent, ``acks=all``, replaced after a failed send) sending to the turns
-topic, keyed by conversation id so that every turn of a conversation lands on
-one partition. The consumer is the span consumer
-(:class:`~sidecar.adapters.kafka.KafkaSource`: manual commits, rebalance
-listener) on the turns topic in the conversation stage's own group.
+Turn records and state records are produced by the service's one producer
+(:class:`~sidecar.adapters.kafka.KafkaSink`): turns keyed by conversation id,
+so every turn of a conversation lands on one partition; state records on an
+explicit partition of the state topic (the partition number of the
+conversation's turns, as a Kafka Streams changelog does). The consumer is
+the span consumer (:class:`~sidecar.adapters.kafka.KafkaSource`: manual
+commits, rebalance listener) on the turns topic in the conversation stage's
+own group.
 
-:class:`KafkaConversationState` (a ``ConversationState``) writes state records
-with the same producer to an explicit partition of the state topic (the
-partition number of the conversation's turns, as a Kafka Streams changelog
-does), and reads with one consumer outside any group (``assign``/``seek``):
+:class:`KafkaConversationState` (a :class:`~sidecar.ports.TopicReader`)
+reads with one consumer outside any group (``assign``/``seek``):
 a state partition from its start to the end offset taken when the read began,
 and turns of ``eval_turns`` at given offsets, one seek per run of nearby
 offsets. Offsets below a partition's log start (retention) are not there.
@@ -28,19 +28,15 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from sidecar.adapters.kafka import KafkaSink, KafkaSource, security_options
-from sidecar.conversation.state import StateEntry
+from sidecar.adapters.kafka import KafkaSource, security_options
 from sidecar.errors import SourceError
 from sidecar.model import RecordRef
-from sidecar.settings import ConversationSettings, KafkaSettings
+from sidecar.ports import StateEntry
+from sidecar.settings import ConversationSettings, KafkaSettings, conversation_group
 
-__all__ = ["KafkaConversationState", "KafkaTurnSink", "conversation_group", "turn_source"]
+__all__ = ["KafkaConversationState", "turn_source"]
 
 log = logging.getLogger(__name__)
-
-
-def conversation_group(kafka: KafkaSettings, conversations: ConversationSettings) -> str:
-    return conversations.group_id or f"{kafka.group_id}.conversations"
 
 
 def _on_turns(kafka: KafkaSettings, conversations: ConversationSettings) -> KafkaSettings:
@@ -55,25 +51,9 @@ def _on_turns(kafka: KafkaSettings, conversations: ConversationSettings) -> Kafk
     )
 
 
-class KafkaTurnSink(KafkaSink):
-    """Producer of turn records (a ``TurnSink``); a send returns once acknowledged."""
-
-    def __init__(self, kafka: KafkaSettings, conversations: ConversationSettings) -> None:
-        super().__init__(_on_turns(kafka, conversations))
-        self._turns_topic = conversations.topic
-
-    async def send_turn(self, conversation_id: str, payload: bytes) -> None:
-        await self._send(self._turns_topic, payload, key=conversation_id.encode("utf-8"))
-
-
 def turn_source(kafka: KafkaSettings, conversations: ConversationSettings) -> KafkaSource:
     """The conversation stage's consumer of the turns topic, in its own group."""
     return KafkaSource(_on_turns(kafka, conversations))
-
-
-class _StateSink(KafkaSink):
-    async def send_state(self, topic: str, partition: int, key: bytes, value: bytes | None) -> None:
-        await self._send(topic, value, key=key, partition=partition)
 
 
 class KafkaConversationState:
@@ -93,7 +73,6 @@ class KafkaConversationState:
         self._timeout_s = conversations.reread_timeout_s
         self._scan = scan_records
         self._poll_ms = poll_ms
-        self._sink = _StateSink(_on_turns(kafka, conversations)) if self._state_topic else None
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap_servers,
             group_id=None,
@@ -112,8 +91,7 @@ class KafkaConversationState:
             raise SourceError(
                 f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc}"
             ) from exc
-        if self._sink is not None:
-            await self._sink.start()
+        if self._state_topic is not None:
             await self._check_partitions()
 
     async def _check_partitions(self) -> None:
@@ -143,16 +121,6 @@ class KafkaConversationState:
             await self._consumer.stop()
         except KafkaError as exc:
             raise SourceError(f"leaving Kafka failed: {exc}") from exc
-        finally:
-            if self._sink is not None:
-                await self._sink.stop()
-
-    async def write(self, partition: int, key: bytes, value: bytes | None) -> None:
-        if self._sink is None or self._state_topic is None:
-            return
-        if self._state_partitions and partition not in self._state_partitions:
-            return  # logged at start: the state topic lacks the partition
-        await self._sink.send_state(self._state_topic, partition, key, value)
 
     async def load(self, partitions: set[int]) -> list[StateEntry]:
         if self._state_topic is None:

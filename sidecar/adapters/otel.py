@@ -185,8 +185,12 @@ class VerdictSpans:
 
     def emit(self, verdict: Verdict) -> bool:
         """Record the span; False when disabled or the trace has no root span id to attach to."""
+        return self.record(verdict) is not None
+
+    def record(self, verdict: Verdict) -> str | None:
+        """Record the span; its span id (16 hex digits), or None when no span was recorded."""
         if not self.enabled or verdict.root_span_id is None:
-            return False
+            return None
         parent = SpanContext(
             trace_id=int(verdict.trace_id, 16),
             span_id=int(verdict.root_span_id, 16),
@@ -231,7 +235,7 @@ class VerdictSpans:
             if criterion.outcome is not Outcome.SKIPPED:
                 span.add_event(EVENT_NAME, {**_criterion_event(criterion), **provenance})
         span.end()
-        return True
+        return f"{span.get_span_context().span_id:016x}"
 
     def flush(self, timeout_ms: int | None = None) -> bool:
         """Export what is queued; False when it did not finish within the bound."""

@@ -27,15 +27,55 @@ stage's own families are in :class:`ConversationMetrics`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from sidecar import __version__
+from sidecar.conversation.stage import ConversationStats
 from sidecar.drift.fingerprint import check_fingerprint
+from sidecar.engine.deliver import DeliveryStats
+from sidecar.engine.flight import FlightStats
+from sidecar.engine.partitions import EngineStats
+from sidecar.engine.traces import TraceStats
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
+from sidecar.ingest.assemble import AssemblerStats
 from sidecar.model import Outcome
+from sidecar.telemetry import (
+    CANARY,
+    PRODUCTION,
+    AgreementChanged,
+    BreakerChanged,
+    CacheLookup,
+    CanaryRan,
+    ConsumerLag,
+    ConversationDecided,
+    ConversationEmitted,
+    DeadLettered,
+    DeliveryRefused,
+    FaultRaised,
+    InjectionFlagged,
+    JudgeCall,
+    JudgeFailed,
+    LabelRead,
+    ModelVersionServed,
+    Readiness,
+    Rebalanced,
+    ReviewRouted,
+    SelfPreference,
+    StateRestored,
+    StateWritten,
+    TracePlanned,
+    TurnRead,
+    TurnsPublished,
+    TurnsReread,
+    VerdictEmitted,
+)
 
 # Label value of judge_model_version when no answer arrived (not judged, judge unreachable).
 NO_MODEL_VERSION = "none"
@@ -172,12 +212,6 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=r,
         )
-        self.judge_queue_depth = Gauge(
-            "sidecar_judge_queue_depth",
-            "Cases waiting for the judge.",
-            multiprocess_mode="livesum",
-            registry=r,
-        )
         self.self_preference = Counter(
             "sidecar_judge_self_preference_total",
             "Cases where the judge model is of the same family as the agent's model.",
@@ -230,67 +264,6 @@ class Metrics:
         )
 
         # Pipeline
-        self.kafka_records = Counter(
-            "sidecar_kafka_records_total",
-            "Kafka records consumed, by result (ok|dead_letter).",
-            ["result"],
-            registry=r,
-        )
-        self.dead_letters = Counter(
-            "sidecar_dead_letters_total",
-            "Records sent to the dead-letter topic, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.spans = Counter("sidecar_spans_total", "Spans decoded.", registry=r)
-        self.traces_decided = Counter(
-            "sidecar_traces_decided_total",
-            "Traces handed from the assembler to evaluation, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.evictions = Counter(
-            "sidecar_evictions_total",
-            "Bound hits (open_traces|spans_per_trace|open_conversations|conversation_state).",
-            ["kind"],
-            registry=r,
-        )
-        self.open_traces = Gauge(
-            "sidecar_open_traces",
-            "Traces being assembled.",
-            multiprocess_mode="livesum",
-            registry=r,
-        )
-        self.late_spans = Counter(
-            "sidecar_late_spans_total",
-            "Spans that arrived after their trace was decided.",
-            registry=r,
-        )
-        self.logs = Counter(
-            "sidecar_logs_total", "Log records decoded from the logs topic.", registry=r
-        )
-        self.late_logs = Counter(
-            "sidecar_late_logs_total",
-            "Log records that arrived after their trace was decided (ignored).",
-            registry=r,
-        )
-        self.logs_without_trace = Counter(
-            "sidecar_logs_without_trace_total",
-            "Log records without a trace id (ignored: they join no trace).",
-            registry=r,
-        )
-        self.orphan_traces = Counter(
-            "sidecar_orphan_traces_total",
-            "Traces decided without their root span (check partition_traces_by_id).",
-            registry=r,
-        )
-        self.consumer_lag = Gauge(
-            "sidecar_consumer_lag",
-            "Records behind the partition end.",
-            ["partition"],
-            multiprocess_mode="livesum",
-            registry=r,
-        )
         self.flagged_traces = Counter(
             "sidecar_flagged_traces_total",
             "Traces evaluated with evidence flagged incomplete or suspect, by flag "
@@ -325,12 +298,6 @@ class Metrics:
             "Traces that are one LLM call without an agent span, under a rubric that "
             "expects an agent run (flagged incomplete; the agent needs a span around each run).",
             ["rubric"],
-            registry=r,
-        )
-        self.delivery_failing = Gauge(
-            "sidecar_delivery_failing",
-            "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
-            multiprocess_mode="livemax",
             registry=r,
         )
         self.rubric_info = Gauge(
@@ -389,6 +356,181 @@ class Metrics:
         )
         self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
         self.conversations = ConversationMetrics(r)
+        self.undeliverable = Counter(
+            "sidecar_undeliverable_records_total",
+            "Output records Kafka refused for good (too large, not authorised past "
+            "kafka.delivery.operator_wait_s, ...), by kind and reason; result=dead_lettered "
+            "went to the dead-letter topic, lost did not (see the logs).",
+            ["kind", "reason", "result"],
+            registry=r,
+        )
+        self.delivery_refusals = Counter(
+            "sidecar_delivery_refusals_total",
+            "Records refused by Kafka on one attempt, by kind and reason (retried unless "
+            "dead-lettered).",
+            ["kind", "reason"],
+            registry=r,
+        )
+
+        # Statistics read at scrape time, and event counts shown with them.
+        self._watched: list[Callable[[], object]] = []
+        self._counted: Samples = {family.name: {} for family in STAT_FAMILIES}
+        # Canary agreement series written by each (rubric, criterion)'s last run.
+        self._canary_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        r.register(_StatsCollector(self))
+
+    # -- the telemetry port (sidecar.telemetry) ------------------------------------------
+
+    def watch(self, stats: Callable[[], object]) -> None:
+        """Read ``stats()`` (a statistics object, or a list of them) at every scrape."""
+        self._watched.append(stats)
+
+    def stat_samples(self) -> Samples:
+        found: list[object] = []
+        for read in self._watched:
+            value = read()
+            found.extend(value if isinstance(value, list | tuple) else [value])
+        return _samples(found, self._counted)
+
+    def _count(self, name: str, *labels: str, amount: float = 1.0) -> None:
+        series = self._counted[name]
+        series[labels] = series.get(labels, 0.0) + amount
+
+    def event(self, event: object) -> None:
+        """Count one event of :mod:`sidecar.telemetry` in its families."""
+        match event:
+            case VerdictEmitted():
+                record_verdict(self, event.verdict)
+                if event.duplicate:
+                    self.duplicate_verdicts.inc()
+            case TracePlanned():
+                for flag in event.flags:
+                    self.flagged_traces.labels(flag=flag).inc()
+                for content in event.transcript.capture.missing:
+                    self.content_not_captured.labels(field=content.value).inc()
+                for case in event.cases:
+                    if case.fragment:
+                        self.fragment_traces.labels(rubric=case.rubric).inc()
+                    record_sampling(self, case.rubric, case.decision, case.reason)
+                    if case.injection_suspected:
+                        self.injection_suspected.labels(rubric=case.rubric).inc()
+            case SelfPreference():
+                self.self_preference.labels(
+                    rubric=event.rubric, judge_model=event.judge_model
+                ).inc()
+            case FaultRaised():
+                self.internal_errors.labels(stage=event.stage).inc(event.count)
+            case DeliveryRefused():
+                self.delivery_refusals.labels(kind=event.kind, reason=event.reason).inc(event.count)
+                self.internal_errors.labels(stage="emit").inc(event.count)
+            case DeadLettered():
+                result = "dead_lettered" if event.delivered else "lost"
+                self.undeliverable.labels(kind=event.kind, reason=event.reason, result=result).inc()
+            case Rebalanced():
+                self.rebalances.labels(event=event.event).inc()
+            case Readiness():
+                self.ready.set(1 if event.ready else 0)
+            case ReviewRouted():
+                for reason in event.reasons:
+                    self.review_cases.labels(rubric=event.rubric, reason=reason).inc()
+            case LabelRead():
+                if event.reason:
+                    self.human_labels_unmatched.labels(reason=event.reason).inc()
+                else:
+                    self.human_labels.labels(rubric=event.rubric, criterion=event.criterion).inc()
+            case AgreementChanged():
+                labels = (event.rubric, event.rubric_version, event.judge_model, event.criterion)
+                if event.kappa is not None:
+                    self.human_agreement.labels(*labels, "kappa").set(event.kappa)
+                if event.agreement is not None:
+                    self.human_agreement.labels(*labels, "agreement").set(event.agreement)
+            case TurnsPublished():
+                if event.published:
+                    self._count(
+                        "sidecar_conversation_turns_total", "published", amount=event.published
+                    )
+                if event.without_key:
+                    self._count(
+                        "sidecar_conversation_turns_total", "no_key", amount=event.without_key
+                    )
+            case TurnRead():
+                self._count("sidecar_conversation_turns_total", event.result)
+            case ConversationDecided():
+                self.conversations.decided.labels(reason=event.reason).inc()
+                self.conversations.turns_per_conversation.observe(event.turns)
+            case ConversationEmitted():
+                self.conversations.verdict_seconds.observe(event.seconds)
+            case StateWritten():
+                self.conversations.state_records.labels(kind=event.kind).inc()
+            case StateRestored():
+                self.conversations.restored.inc(event.conversations)
+                self.conversations.restore_seconds.observe(event.seconds)
+            case TurnsReread():
+                result = "complete" if event.complete else "partial"
+                self.conversations.rereads.labels(result=result).inc()
+            case JudgeCall():
+                self._judge_call(event)
+            case JudgeFailed():
+                accounts = self.canary_judge if event.purpose == CANARY else self
+                accounts.judge_errors.labels(judge_model=event.model, reason=event.reason).inc()
+            case CacheLookup():
+                self.cache_requests.labels(result="hit" if event.hit else "miss").inc()
+            case BreakerChanged():
+                self.judge_breaker_open.labels(judge_model=event.model).set(1 if event.open else 0)
+            case ModelVersionServed():
+                info = self.judge_model_version_info
+                if event.previous is not None:
+                    retire(info, event.model, event.previous, last=math.nan)
+                info.labels(judge_model=event.model, judge_model_version=event.version).set(1)
+            case InjectionFlagged():
+                self.injection_suspected.labels(rubric=event.rubric).inc()
+            case CanaryRan():
+                self._canary(event)
+            case _:
+                pass
+
+    def _judge_call(self, call: JudgeCall) -> None:
+        if call.purpose not in (PRODUCTION, CANARY):
+            return
+        accounts = self.canary_judge if call.purpose == CANARY else self
+        if call.seconds is not None:
+            accounts.judge_duration.labels(judge_model=call.model).observe(call.seconds)
+        if call.error is None:
+            tokens = accounts.judge_tokens
+            tokens.labels(judge_model=call.model, kind="input").inc(call.input_tokens)
+            tokens.labels(judge_model=call.model, kind="output").inc(call.output_tokens)
+            if call.cost_usd > 0:
+                accounts.judge_cost.labels(judge_model=call.model).inc(call.cost_usd)
+
+    def _canary(self, run: CanaryRan) -> None:
+        self.canary_runs.labels(
+            rubric=run.rubric, result="passed" if run.passed else "failed"
+        ).inc()
+        gauge = self.canary_agreement
+        for row in run.criteria:
+            base = (
+                run.rubric,
+                run.rubric_version,
+                run.judge_model,
+                run.judge_model_version,
+                row.criterion,
+            )
+            written: set[tuple[str, ...]] = set()
+            for statistic, value in row.statistics.items():
+                if value is None:
+                    continue
+                labels = (*base, statistic)
+                gauge.labels(*labels).set(value)
+                written.add(labels)
+            key = (run.rubric, row.criterion)
+            # Series of an earlier version, or undefined now, go: alerts never see stale values.
+            for stale in self._canary_series.get(key, set()) - written:
+                retire(gauge, *stale, last=math.nan)
+            self._canary_series[key] = written
+            if row.gate:
+                self.canary_kappa_threshold.labels(rubric=run.rubric, criterion=row.criterion).set(
+                    row.threshold
+                )
 
     def child(self, family: Counter, *values: str) -> Counter:
         """``family.labels(*values)``, remembered: these counters are never removed.
@@ -429,44 +571,10 @@ class ConversationMetrics:
     """The conversation stage and the turns the trace stage hands it (DESIGN 12)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.turns = Counter(
-            "sidecar_conversation_turns_total",
-            "Turn records, by result: published|no_key (trace stage); "
-            "accepted|duplicate|malformed|unknown_rubric (conversation stage).",
-            ["result"],
-            registry=registry,
-        )
-        self.open = Gauge(
-            "sidecar_open_conversations",
-            "Conversations holding turns, not yet decided.",
-            registry=registry,
-        )
-        self.open_limit = Gauge(
-            "sidecar_open_conversations_limit",
-            "The bound on open conversations (max_open_conversations); over it the least "
-            "recently active one is decided early.",
-            registry=registry,
-        )
-        self.held_turns = Gauge(
-            "sidecar_conversation_held_turns",
-            "Turns held by open conversations.",
-            registry=registry,
-        )
         self.decided = Counter(
             "sidecar_conversations_decided_total",
             "Conversations handed on for evaluation, by reason (idle|turn_limit|max_age|evicted).",
             ["reason"],
-            registry=registry,
-        )
-        self.reopened = Counter(
-            "sidecar_conversations_reopened_total",
-            "Decided conversations re-opened by a late turn (the next verdict is revision n+1).",
-            registry=registry,
-        )
-        self.forgotten = Counter(
-            "sidecar_conversations_forgotten_total",
-            "Decided conversations dropped from memory (decided_memory); a later turn "
-            "starts a new conversation.",
             registry=registry,
         )
         self.turns_per_conversation = Histogram(
@@ -479,12 +587,6 @@ class ConversationMetrics:
             "sidecar_conversation_verdict_seconds",
             "From deciding a conversation to its verdict emitted (checks, judge, delivery).",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0),
-            registry=registry,
-        )
-        self.known = Gauge(
-            "sidecar_conversation_state_conversations",
-            "Decided conversations known by place (revision, turn offsets) on this replica; "
-            "at most conversations.max_known_per_partition per eval_turns partition.",
             registry=registry,
         )
         self.state_records = Counter(
@@ -509,11 +611,6 @@ class ConversationMetrics:
             "Re-opened conversations whose earlier turns were read back from eval_turns, by "
             "result (complete|partial: some were gone).",
             ["result"],
-            registry=registry,
-        )
-        self.partial = Counter(
-            "sidecar_conversations_partial_total",
-            "Conversations opened without some of their earlier turns (flagged partial).",
             registry=registry,
         )
 
@@ -600,3 +697,234 @@ def record_rubrics(metrics: Metrics, rubrics: Iterable[Rubric]) -> None:
             metrics.rubric_unversioned_changes.labels(
                 rubric=rubric.id, rubric_version=rubric.version
             ).inc()
+
+
+# -- statistics read at scrape time --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatFamily:
+    """A family whose samples are read from components' statistics when scraped.
+
+    ``mode`` is how ``--workers`` combine a gauge's samples (prometheus-client's
+    multiprocess modes); counters are summed.
+    """
+
+    name: str
+    documentation: str
+    kind: str  # "counter" | "gauge"
+    labels: tuple[str, ...] = ()
+    mode: str = "sum"
+
+
+STAT_FAMILIES: tuple[StatFamily, ...] = (
+    StatFamily(
+        "sidecar_kafka_records_total",
+        "Kafka records consumed, by result (ok|dead_letter).",
+        "counter",
+        ("result",),
+    ),
+    StatFamily(
+        "sidecar_dead_letters_total",
+        "Records sent to the dead-letter topic, by reason.",
+        "counter",
+        ("reason",),
+    ),
+    StatFamily("sidecar_spans_total", "Spans decoded.", "counter"),
+    StatFamily(
+        "sidecar_traces_decided_total",
+        "Traces handed from the assembler to evaluation, by reason.",
+        "counter",
+        ("reason",),
+    ),
+    StatFamily(
+        "sidecar_evictions_total",
+        "Bound hits (open_traces|spans_per_trace|open_conversations|conversation_state).",
+        "counter",
+        ("kind",),
+    ),
+    StatFamily("sidecar_open_traces", "Traces being assembled.", "gauge", mode="livesum"),
+    StatFamily(
+        "sidecar_late_spans_total", "Spans that arrived after their trace was decided.", "counter"
+    ),
+    StatFamily("sidecar_logs_total", "Log records decoded from the logs topic.", "counter"),
+    StatFamily(
+        "sidecar_late_logs_total",
+        "Log records that arrived after their trace was decided (ignored).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_logs_without_trace_total",
+        "Log records without a trace id (ignored: they join no trace).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_orphan_traces_total",
+        "Traces decided without their root span (check partition_traces_by_id).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_consumer_lag",
+        "Records behind the partition end.",
+        "gauge",
+        ("partition",),
+        mode="livesum",
+    ),
+    StatFamily(
+        "sidecar_judge_queue_depth",
+        "Traces decided and not yet released (planning, judging, sending).",
+        "gauge",
+        mode="livesum",
+    ),
+    StatFamily(
+        "sidecar_delivery_failing",
+        "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
+        "gauge",
+        mode="livemax",
+    ),
+    StatFamily(
+        "sidecar_conversation_turns_total",
+        "Turn records, by result: published|no_key (trace stage); "
+        "accepted|duplicate|malformed|unknown_rubric (conversation stage).",
+        "counter",
+        ("result",),
+    ),
+    StatFamily(
+        "sidecar_open_conversations",
+        "Conversations holding turns, not yet decided.",
+        "gauge",
+        mode="livesum",
+    ),
+    StatFamily(
+        "sidecar_open_conversations_limit",
+        "The bound on open conversations (max_open_conversations); over it the least "
+        "recently active one is decided early.",
+        "gauge",
+        mode="livemax",
+    ),
+    StatFamily(
+        "sidecar_conversation_held_turns",
+        "Turns held by open conversations.",
+        "gauge",
+        mode="livesum",
+    ),
+    StatFamily(
+        "sidecar_conversations_reopened_total",
+        "Decided conversations re-opened by a late turn (the next verdict is revision n+1).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_conversations_forgotten_total",
+        "Decided conversations dropped from memory (decided_memory); a later turn "
+        "starts a new conversation.",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_conversations_partial_total",
+        "Conversations opened without some of their earlier turns (flagged partial).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_conversation_state_conversations",
+        "Decided conversations known by place (revision, turn offsets) on this replica; "
+        "at most conversations.max_known_per_partition per eval_turns partition.",
+        "gauge",
+        mode="livesum",
+    ),
+)
+
+Samples = dict[str, dict[tuple[str, ...], float]]
+
+
+def _samples(found: Sequence[object], counted: Samples) -> Samples:
+    """Every stat family's samples from the components' statistics and the counted events."""
+    out: Samples = {family.name: {} for family in STAT_FAMILIES}
+    for name, values in counted.items():
+        out[name].update(values)
+
+    def add(name: str, value: float, *labels: str) -> None:
+        series = out[name]
+        series[labels] = series.get(labels, 0.0) + value
+
+    for stats in found:
+        match stats:
+            case AssemblerStats():
+                add("sidecar_spans_total", stats.spans)
+                add("sidecar_late_spans_total", stats.late_spans)
+                add("sidecar_logs_total", stats.logs)
+                add("sidecar_late_logs_total", stats.late_logs)
+                add("sidecar_logs_without_trace_total", stats.logs_without_trace)
+                add("sidecar_orphan_traces_total", stats.orphan_traces)
+                add("sidecar_evictions_total", stats.evicted_open_traces, "open_traces")
+                add("sidecar_evictions_total", stats.span_limit_hits, "spans_per_trace")
+                add("sidecar_open_traces", stats.open)
+            case TraceStats():
+                for reason, count in stats.decided.items():
+                    add("sidecar_traces_decided_total", count, reason)
+            case EngineStats():
+                dead = sum(stats.dead_letters.values())
+                add("sidecar_kafka_records_total", stats.records - dead, "ok")
+                add("sidecar_kafka_records_total", dead, "dead_letter")
+                for reason, count in stats.dead_letters.items():
+                    add("sidecar_dead_letters_total", count, reason)
+            case FlightStats():
+                add("sidecar_judge_queue_depth", stats.waiting + stats.planning + stats.finishing)
+            case DeliveryStats():
+                add("sidecar_delivery_failing", 1.0 if stats.failing else 0.0)
+            case ConsumerLag():
+                for partition, lag in stats.partitions.items():
+                    add("sidecar_consumer_lag", lag, str(partition))
+            case ConversationStats():
+                store = stats.store
+                add("sidecar_conversation_turns_total", store.turns, "accepted")
+                add("sidecar_conversation_turns_total", store.duplicates, "duplicate")
+                add("sidecar_conversation_turns_total", store.unknown_rubric, "unknown_rubric")
+                add("sidecar_conversations_reopened_total", store.reopened)
+                add("sidecar_conversations_forgotten_total", store.forgotten)
+                add("sidecar_conversations_partial_total", store.partial)
+                add("sidecar_evictions_total", store.evicted, "open_conversations")
+                add("sidecar_evictions_total", store.state_evicted, "conversation_state")
+                add("sidecar_open_conversations", stats.open)
+                add("sidecar_conversation_held_turns", stats.held_turns)
+                add("sidecar_conversation_state_conversations", stats.known)
+                out["sidecar_open_conversations_limit"][()] = stats.limit
+    for family in STAT_FAMILIES:
+        if not family.labels and family.kind == "counter" and () not in out[family.name]:
+            out[family.name][()] = 0.0
+    return out
+
+
+class _StatsCollector:
+    """Reads the watched statistics at every scrape (a prometheus-client custom collector)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        samples = self._metrics.stat_samples()
+        for family in STAT_FAMILIES:
+            metric: Metric
+            if family.kind == "counter":
+                metric = CounterMetricFamily(
+                    family.name, family.documentation, labels=family.labels
+                )
+            else:
+                metric = GaugeMetricFamily(family.name, family.documentation, labels=family.labels)
+            for labels, value in sorted(samples[family.name].items()):
+                metric.add_metric(list(labels), value)
+            yield metric
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+def retire(gauge: Gauge, *labels: str, last: float = 0.0) -> None:
+    """Remove a gauge's series.
+
+    With ``--workers`` each worker's values live in a file that a removal does
+    not reach, so the series is first set to ``last``: 0 for gauges summed
+    over workers, NaN for the rest (NaN compares false, so a retired series
+    never fires an alert).
+    """
+    gauge.labels(*labels).set(last)
+    gauge.remove(*labels)

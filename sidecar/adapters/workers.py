@@ -29,7 +29,8 @@ The service is CPU-bound Python, so one process uses one core. With
   (re-read by the next owner). A worker started again later finds the gate open.
   The group lets the others in only at its next heartbeat, so each worker
   also waits to read until it holds no more than its share of the partitions
-  (``Service(group_members=N)``, at most 10 s);
+  (:func:`fair_share`, called by ``KafkaSource.start`` with ``members=N``;
+  at most ``kafka.fair_share_wait_s``);
 - SIGTERM or SIGINT is passed to every worker, which shuts down as one
   replica does; workers still running after ``shutdown_timeout_s`` + 15 s are
   killed. The exit code is 0 when every worker exited 0.
@@ -40,13 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from sidecar.adapters.http import MetricsServer
+from sidecar.adapters.prometheus import STAT_FAMILIES, Metrics, retire
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,44 @@ GATE_TIMEOUT_S = 30.0
 _GATE_POLL_S = 0.02
 KILL_GRACE_S = 15.0
 BACKOFF_MAX_S = 30.0
+
+
+async def fair_share(
+    *,
+    assigned: Callable[[], set[int]],
+    partition_count: Callable[[], int | None],
+    assignments: Callable[[], int],
+    members: int,
+    timeout_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
+) -> bool:
+    """With ``members`` started together, wait until this one's share of partitions is fair.
+
+    The first member to join gets every partition until the others are let
+    in, which the group does only at its next heartbeat (seconds, on a broker
+    without ``group.initial.rebalance.delay.ms``). Reading meanwhile would
+    evaluate traces whose partitions move on at once, and their new owners
+    read them again. So a member holding more than ``ceil(P / N)`` of the P
+    partitions waits (fetching nothing) for the rebalance, at most
+    ``timeout_s``. True when the share became fair, False when it timed out.
+    """
+    if members <= 1:
+        return True
+    deadline = clock() + timeout_s
+    while clock() < deadline:
+        total = partition_count()
+        if assignments() and total and len(assigned()) <= -(-total // members):
+            return True
+        await sleep(0.05)
+    log.info(
+        "the group did not spread its partitions over %d members within %.0fs; "
+        "reading partitions %s",
+        members,
+        timeout_s,
+        sorted(assigned()),
+    )
+    return False
 
 
 def worker_index(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
@@ -286,3 +327,63 @@ def worker_command(config: Path | None, log_level: str) -> list[str]:
     if config is not None:
         command += ["--config", str(config)]
     return command
+
+
+class StatsBridge:
+    """A worker's scrape-time statistics written where the supervisor can sum them.
+
+    prometheus-client's multiprocess mode reads only what metric objects
+    wrote to its files, never a worker's custom collector, so in a worker the
+    families of :data:`~sidecar.adapters.prometheus.STAT_FAMILIES` are copied
+    into metric objects of their own (counters by their increase, gauges set,
+    with the family's declared mode) every ``interval_s`` and once more at
+    the end. Series that disappear (a revoked partition's lag) are retired.
+    """
+
+    def __init__(self, metrics: Metrics, interval_s: float = 1.0) -> None:
+        self._metrics = metrics
+        self.interval_s = interval_s
+        # A registry of its own: the names are already the worker's own collector's.
+        registry = CollectorRegistry()
+        self._families: dict[str, Counter | Gauge] = {}
+        for family in STAT_FAMILIES:
+            if family.kind == "counter":
+                self._families[family.name] = Counter(
+                    family.name, family.documentation, family.labels, registry=registry
+                )
+            else:
+                self._families[family.name] = Gauge(
+                    family.name,
+                    family.documentation,
+                    family.labels,
+                    multiprocess_mode=family.mode,  # type: ignore[arg-type]
+                    registry=registry,
+                )
+        self._written: dict[str, dict[tuple[str, ...], float]] = {}
+
+    def sync(self) -> None:
+        samples = self._metrics.stat_samples()
+        for family in STAT_FAMILIES:
+            metric = self._families[family.name]
+            now = samples.get(family.name, {})
+            before = self._written.get(family.name, {})
+            for labels, value in now.items():
+                child = metric.labels(*labels) if labels else metric
+                if isinstance(metric, Counter):
+                    child.inc(max(0.0, value - before.get(labels, 0.0)))
+                else:
+                    child.set(value)  # type: ignore[union-attr]
+            if isinstance(metric, Gauge):
+                for gone in set(before) - set(now):
+                    if gone:
+                        retire(metric, *gone, last=0.0 if family.mode == "livesum" else math.nan)
+            self._written[family.name] = dict(now)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                self.sync()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.interval_s)
+        finally:
+            self.sync()

@@ -6,10 +6,8 @@ import os
 from collections.abc import Mapping
 
 from sidecar.adapters.prometheus import Metrics
-from sidecar.evaluate.sample import Sampler
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
-from sidecar.settings import SamplingSettings
 
 
 def judge_configured(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> bool:
@@ -44,16 +42,3 @@ def build_judge(
     from sidecar.adapters.judge_backends import make_backend
 
     return JudgeService(make_backend(settings, environ), settings, metrics or Metrics())
-
-
-def build_sampler(
-    settings: SamplingSettings, *, judge_enabled: bool, judge_all: bool = False
-) -> Sampler:
-    """The sampler with the configured budgets and warm-up; ``judge_all`` ignores sampling."""
-    return Sampler(
-        judge_enabled=judge_enabled,
-        per_minute=settings.budget_per_minute,
-        per_day=settings.budget_per_day,
-        warmup_traces=settings.warmup_traces,
-        judge_all=judge_all,
-    )

@@ -8,9 +8,10 @@ command adds:
   group's offsets are never read, committed or moved;
 - verdict records go to ``--topic`` or ``kafka.backfill_verdict_topic``
   (default ``eval_verdicts_backfill``), never the live verdict topic, each
-  with ``"backfill": true``; sends are pipelined (at most ``MAX_PENDING``
-  unacknowledged) and a send is retried ``SEND_ATTEMPTS`` times before the
-  run fails (exit 1);
+  with ``"backfill": true``, through the service's emitter and deliverer;
+  sends are pipelined (at most ``MAX_PENDING`` unacknowledged) and a send
+  refused retriably is tried ``SEND_ATTEMPTS`` times before the run fails
+  (exit 1); a record Kafka can never accept goes to the dead-letter topic;
 - no verdict spans: the evaluated traces already carry the live service's
   ``evaluate`` spans, and a second one in an old trace would be counted
   again by anything that reads evaluations from traces. The records are the
@@ -48,14 +49,19 @@ from sidecar.adapters.exposition import labelled
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaSink
 from sidecar.adapters.kafka_history import KafkaHistory
-from sidecar.adapters.prometheus import Metrics, record_verdict
-from sidecar.commands._wiring import build_judge, build_sampler
+from sidecar.adapters.prometheus import Metrics
+from sidecar.commands._wiring import build_judge
+from sidecar.engine.deliver import Deliverer
+from sidecar.engine.emit import Emitter
 from sidecar.engine.history import BackfillSummary, Window, backfill, window_times
+from sidecar.engine.partitions import EngineStats
 from sidecar.errors import DeliveryError, UsageError
 from sidecar.evaluate.rubric import load_rubrics
+from sidecar.evaluate.sample import build_sampler
 from sidecar.evaluate.verdict import Verdict
-from sidecar.ingest.assemble import Assembler
-from sidecar.ports import Sink
+from sidecar.ingest.assemble import Assembler, AssemblerStats
+from sidecar.ports import OutRecord, RecordSink
+from sidecar.retry import Backoff
 from sidecar.settings import Settings, load_settings
 from sidecar.wire.redact import Redaction
 
@@ -104,33 +110,42 @@ def register(sub: Any) -> None:
 
 
 class KafkaOutput:
-    """The backfill's ``Output``: metrics, then the record to the backfill topic (pipelined)."""
+    """The backfill's ``Output``: the emitter's records delivered (pipelined) to ``topic``."""
 
     def __init__(
         self,
-        sink: Sink,
+        sink: RecordSink,
         metrics: Metrics,
         redaction: Redaction,
         *,
+        topic: str = "eval_verdicts_backfill",
+        dead_letter_topic: str = "otlp_spans.dlq",
         max_pending: int = MAX_PENDING,
         retry_delay_s: float = 0.5,
     ) -> None:
-        self._sink = sink
-        self._metrics = metrics
-        self._redaction = redaction
+        self._emitter = Emitter(
+            spans=None, telemetry=metrics, redaction=redaction, verdict_topic=topic
+        )
+        self._deliverer = Deliverer(
+            sink,
+            dead_letter_topic=dead_letter_topic,
+            backoff=Backoff(retry_delay_s, 30.0, 0.2),
+            sleep=asyncio.sleep,
+            clock=time.monotonic,
+            attempts=SEND_ATTEMPTS,
+            telemetry=metrics,
+        )
         self._max_pending = max_pending
-        self._retry_delay_s = retry_delay_s
         self._pending: set[asyncio.Task[None]] = set()
         self._failure: DeliveryError | None = None
         self.acknowledged = 0
 
     async def emit(self, verdict: Verdict) -> None:
-        record_verdict(self._metrics, verdict)
-        payload = verdict.to_json(self._redaction).encode()
+        records = self._emitter.verdict(verdict)
         while len(self._pending) >= self._max_pending:
             await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
         self._raise_failure()
-        task = asyncio.create_task(self._send(verdict.trace_id, payload))
+        task = asyncio.create_task(self._send(records))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
@@ -143,23 +158,13 @@ class KafkaOutput:
         if self._failure is not None:
             raise self._failure
 
-    async def _send(self, trace_id: str, payload: bytes) -> None:
-        delay = self._retry_delay_s
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                await self._sink.send_verdict(trace_id, payload)
-            except DeliveryError as exc:
-                if attempt == SEND_ATTEMPTS:
-                    self._failure = self._failure or DeliveryError(
-                        f"a verdict record was not acknowledged after {attempt} attempts: {exc}"
-                    )
-                    return
-                log.warning("sending a verdict record failed (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay *= 2
-                continue
-            self.acknowledged += 1
+    async def _send(self, records: list[OutRecord]) -> None:
+        try:
+            await self._deliverer.deliver(records)
+        except DeliveryError as exc:
+            self._failure = self._failure or exc
             return
+        self.acknowledged += 1
 
 
 def _check_targets(settings: Settings, group: str, topic: str) -> None:
@@ -221,14 +226,20 @@ def handle(args: argparse.Namespace) -> int:
     async def run() -> float:
         # Kafka clients bind to the running loop, so they are made here.
         history = KafkaHistory(settings.kafka, group)
-        sink = KafkaSink(settings.kafka.model_copy(update={"verdict_topic": topic}))
-        output = KafkaOutput(sink, metrics, settings.redaction.policy())
+        sink = KafkaSink(settings.kafka)
+        output = KafkaOutput(
+            sink,
+            metrics,
+            settings.redaction.policy(),
+            topic=topic,
+            dead_letter_topic=settings.kafka.dead_letter_topic,
+        )
         if server is not None:
             await server.start()
         await sink.start()
         bar = progress.add_task("backfill", total=None, traces=0, verdicts=0)
         reading_since = time.monotonic()
-        exported = BackfillSummary()
+        metrics.watch(lambda: backfill_stats(summary))
 
         def on_window(window: Window) -> None:
             nonlocal reading_since
@@ -240,9 +251,6 @@ def handle(args: argparse.Namespace) -> int:
             progress.update(
                 bar, completed=summary.read, traces=counts.traces, verdicts=counts.verdicts
             )
-            metrics.spans.inc(counts.spans - exported.evaluation.spans)
-            metrics.kafka_records.labels(result="ok").inc(summary.read - exported.read)
-            exported.evaluation.spans, exported.read = counts.spans, summary.read
 
         async def refresh_often() -> None:
             while True:
@@ -284,6 +292,15 @@ def handle(args: argparse.Namespace) -> int:
         print("sidecar backfill: no record could be decoded; is this OTLP?", file=sys.stderr)
         return 1
     return 0
+
+
+def backfill_stats(summary: BackfillSummary) -> list[object]:
+    """What the backfill's metrics read at scrape time: records read, spans decoded."""
+    counts = summary.evaluation
+    return [
+        AssemblerStats(spans=counts.spans),
+        EngineStats(records=summary.read),
+    ]
 
 
 def summary_line(

@@ -15,8 +15,9 @@ from rich.table import Table
 
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.otel import JsonLinesSpanExporter, VerdictSpans, tracer_provider
-from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling, record_verdict
+from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling
 from sidecar.commands._wiring import build_judge, judge_credentials_hint
+from sidecar.engine.emit import Emitter
 from sidecar.engine.offline import ReplaySummary, collect_traces, evaluate_traces
 from sidecar.evaluate.rubric import load_rubrics
 from sidecar.evaluate.sample import Sampler
@@ -93,17 +94,20 @@ async def _demo(args: argparse.Namespace) -> int:
     traces = collect_traces([traces_file], summary)
     verdicts = await evaluate_traces(traces, rubrics, sampler, judge=judge, summary=summary)
     records_path = args.out / "verdicts.jsonl"
+    emitter = Emitter(
+        spans=spans, telemetry=metrics, redaction=DEFAULT_REDACTION, verdict_topic="file"
+    )
     with records_path.open("w", encoding="utf-8") as fh:
         for verdict in verdicts:
-            spans.emit(verdict)
-            record_verdict(metrics, verdict)
             record_sampling(
                 metrics,
                 verdict.rubric_id,
                 "judge" if verdict.judged else "skip",
                 verdict.sample_reason,
             )
-            fh.write(verdict.to_json(DEFAULT_REDACTION) + "\n")
+            for record in emitter.verdict(verdict):
+                if record.value is not None:
+                    fh.write(record.value.decode("utf-8") + "\n")
     spans.shutdown()
     console.print(_table(verdicts, console.width))
     console.print(

@@ -12,10 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.commands._wiring import build_judge, build_sampler
+from sidecar.commands._wiring import build_judge
+from sidecar.engine.emit import Emitter
 from sidecar.engine.offline import ReplaySummary, collect_traces, stream_verdicts
 from sidecar.errors import ConfigError
 from sidecar.evaluate.rubric import load_rubrics
+from sidecar.evaluate.sample import build_sampler
+from sidecar.ports import RecordKind
 from sidecar.settings import load_settings
 
 
@@ -51,7 +54,8 @@ def handle(args: argparse.Namespace) -> int:
     summary = ReplaySummary()
     traces = collect_traces(args.paths, summary)
     out = sys.stdout
-    redaction = settings.redaction.policy()
+    # Records only: replay leaves spans and metrics to the service.
+    emitter = Emitter(spans=None, redaction=settings.redaction.policy(), verdict_topic="stdout")
 
     async def evaluate() -> None:
         try:
@@ -64,7 +68,9 @@ def handle(args: argparse.Namespace) -> int:
                 concurrency=settings.judge.concurrency,
             ):
                 for verdict in verdicts:
-                    out.write(verdict.to_json(redaction) + "\n")
+                    for record in emitter.verdict(verdict):
+                        if record.kind is RecordKind.VERDICT and record.value is not None:
+                            out.write(record.value.decode("utf-8") + "\n")
                 out.flush()
         finally:
             if judge is not None:

@@ -12,9 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sidecar.adapters.http import MetricsServer
+from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
+from sidecar.adapters.kafka_turns import KafkaConversationState, turn_source
 from sidecar.adapters.otel import verdict_spans
-from sidecar.adapters.prometheus import Metrics
+from sidecar.adapters.prometheus import Metrics, record_rubrics
 from sidecar.adapters.workers import (
+    StatsBridge,
     Supervisor,
     pass_gate,
     worker_command,
@@ -26,8 +30,9 @@ from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.service import Service
 from sidecar.errors import UsageError
-from sidecar.evaluate.rubric import load_rubrics
-from sidecar.settings import load_settings
+from sidecar.evaluate.rubric import Rubric, load_rubrics
+from sidecar.settings import Settings, load_settings
+from sidecar.telemetry import ConsumerLag
 
 
 def register(sub: Any) -> None:
@@ -77,9 +82,7 @@ def handle(args: argparse.Namespace) -> int:
     canary_worker = judge is not None and index in (None, 0)
     sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if canary_worker else []
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
-    service = Service(
-        settings, rubrics, metrics=metrics, spans=spans, judge=judge, group_members=worker_count()
-    )
+    service, server = kafka_service(settings, rubrics, metrics, spans, judge)
     logging.getLogger("sidecar").info(
         "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s, %d canary sets",
         len(rubrics),
@@ -94,7 +97,9 @@ def handle(args: argparse.Namespace) -> int:
         logging.getLogger("sidecar").warning(
             "worker %d: the other workers were not loaded in time; starting anyway", index
         )
-    asyncio.run(_run(service, canaries, orphan_watch=index is not None))
+    # A worker's statistics reach the supervisor through files (sidecar.adapters.workers).
+    bridge = StatsBridge(metrics) if index is not None else None
+    asyncio.run(_run(service, server, canaries, bridge, orphan_watch=index is not None))
     spans.shutdown()
     return 0
 
@@ -123,10 +128,57 @@ async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 1.0)
 
 
+def kafka_service(
+    settings: Settings,
+    rubrics: list[Rubric],
+    metrics: Metrics,
+    spans: Any,
+    judge: Any,
+    **seams: Any,
+) -> tuple[Service, MetricsServer]:
+    """The service on Kafka, with its metrics and probes server (``seams``: Service's)."""
+    kafka, c = settings.kafka, settings.conversations
+    sources: list[KafkaSource] = []
+
+    def source() -> KafkaSource:
+        sources.append(KafkaSource(kafka, members=worker_count()))
+        return sources[-1]
+
+    def lag() -> ConsumerLag:
+        return sources[-1].lag() if sources else ConsumerLag({})
+
+    service = Service(
+        settings,
+        rubrics,
+        telemetry=metrics,
+        spans=spans,
+        judge=judge,
+        source=source,
+        sink=lambda: KafkaSink(kafka),
+        labels=lambda: KafkaLabelSource(kafka, settings.review.labels_topic),
+        turn_source=lambda: turn_source(kafka, c),
+        state=lambda: KafkaConversationState(kafka, c),
+        **seams,
+    )
+    metrics.watch(lag)
+    record_rubrics(metrics, rubrics)
+    server = MetricsServer(
+        metrics.registry, service.readiness, settings.metrics.host, settings.metrics.port
+    )
+    return service, server
+
+
 async def _run(
-    service: Service, canaries: CanarySchedule | None, *, orphan_watch: bool = False
+    service: Service,
+    server: MetricsServer,
+    canaries: CanarySchedule | None,
+    bridge: StatsBridge | None = None,
+    *,
+    orphan_watch: bool = False,
 ) -> None:
     stop = _stop_on_signals()
+    await server.start()
+    bridging = asyncio.create_task(bridge.run(stop)) if bridge is not None else None
     watch = asyncio.create_task(_watch_parent(os.getppid(), stop)) if orphan_watch else None
     # A plain task, not a TaskGroup: the service's own errors must reach the CLI unwrapped.
     canary_task = asyncio.create_task(canaries.run(stop)) if canaries is not None else None
@@ -138,3 +190,6 @@ async def _run(
             await canary_task
         if watch is not None:
             await watch
+        if bridging is not None:
+            await bridging
+        await server.stop()

@@ -35,6 +35,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.errors import RecordError
+from sidecar.ports import StateEntry
 
 STATE_RECORD_VERSION: Literal[1] = 1
 # A conversation keeps at most this many turns' places (the most recent ones).
@@ -92,15 +93,6 @@ def parse_state(payload: bytes, where: str = "eval_conversations") -> StateRecor
         first = exc.errors(include_url=False)[0]
         loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
         raise RecordError(f"{where}: {loc}: {first['msg']}") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class StateEntry:
-    """One record read back from the state topic: ``value`` None is a tombstone."""
-
-    partition: int
-    key: bytes | None
-    value: bytes | None
 
 
 @dataclass(frozen=True, slots=True)

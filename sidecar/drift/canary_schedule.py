@@ -10,22 +10,19 @@ rubric) and then, on the injected clock:
   sorted by trace id, run r taking the next ``cases_per_run`` after run r-1's,
   wrapping around, so every case is re-judged once per cycle;
 - through the production judge service (its slots, rate limits, retries and
-  breaker: :meth:`JudgeService.accounted_apart`) with the verdict cache
-  bypassed and the calls' tokens, cost, errors and durations counted in the
-  ``sidecar_canary_judge_*`` families. Canary verdicts are never emitted:
-  no span, no verdict record, no production counter;
-- exports, per criterion, ``sidecar_canary_agreement{rubric, rubric_version,
-  judge_model, judge_model_version, criterion, statistic}`` with statistic
+  breaker: :meth:`JudgeService.for_purpose`) with the verdict cache
+  bypassed and the calls reported as canary calls (the ``sidecar_canary_judge_*``
+  families). Canary verdicts are never emitted: no span, no verdict record,
+  no production counter;
+- reports each run (:class:`~sidecar.telemetry.CanaryRan`): per criterion
   ``kappa`` and ``agreement`` (against the labels, when defined),
   ``error_rate`` (ERROR share of the run's verdicts) and ``flip_rate`` (share
   of the run's cases whose PASS/FAIL differs from the last run that judged the
-  same case; absent until a case comes round again). The series of an earlier
-  version (a new served model version, a new rubric version) and statistics
-  that are undefined now are removed, so alerts never act on stale values.
-  ``judge_model_version`` is the version that served most of the run's cases.
-  ``sidecar_canary_kappa_threshold{rubric, criterion}`` gives each gated
-  criterion's threshold, and ``sidecar_canary_runs_total{rubric, result}``
-  counts runs that passed or failed (the rule of :mod:`sidecar.drift.canary_set`).
+  same case; undefined until a case comes round again), each gated
+  criterion's kappa threshold, the version that served most of the run's
+  cases, and whether the run passed (the rule of :mod:`sidecar.drift.canary_set`).
+  The Prometheus adapter shows them as ``sidecar_canary_agreement``,
+  ``sidecar_canary_kappa_threshold`` and ``sidecar_canary_runs_total``.
 
 Seams: ``clock`` and ``sleep``; tests call :meth:`CanarySchedule.tick` with
 the time they choose.
@@ -36,13 +33,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from sidecar.calibrate.inputs import parse_labels
 from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
@@ -52,34 +47,14 @@ from sidecar.errors import InputFileError, SidecarError
 from sidecar.evaluate.pipeline import Case
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
-from sidecar.gauges import retire
-from sidecar.judge.service import (
-    CounterFamily,
-    GaugeFamily,
-    JudgeAccounting,
-    JudgeService,
-)
+from sidecar.judge.service import JudgeService
 from sidecar.model import Outcome
+from sidecar.telemetry import CANARY, CanaryCriterion, CanaryRan, FaultRaised, Telemetry
 from sidecar.wire.records import HumanLabel
 
 log = logging.getLogger(__name__)
 
 NO_VERSION = "none"
-
-
-class CanaryMetrics(Protocol):
-    """The families the schedule writes (``sidecar.adapters.prometheus.Metrics`` has them)."""
-
-    @property
-    def canary_agreement(self) -> GaugeFamily: ...
-    @property
-    def canary_kappa_threshold(self) -> GaugeFamily: ...
-    @property
-    def canary_runs(self) -> CounterFamily: ...
-    @property
-    def canary_judge(self) -> JudgeAccounting: ...
-    @property
-    def internal_errors(self) -> CounterFamily: ...
 
 
 @dataclass(slots=True)
@@ -95,8 +70,6 @@ class CanarySet:
     runs: int = 0
     # (trace id, criterion) -> the last PASS/FAIL the judge gave it, for flips.
     previous: dict[tuple[str, str], Outcome] = field(default_factory=dict)
-    # criterion -> the agreement series written by the last run, as label values.
-    exported: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
 
     def next_cases(self) -> list[Case]:
         """This run's slice of the rotation."""
@@ -139,15 +112,15 @@ class CanarySchedule:
         self,
         sets: Sequence[CanarySet],
         judge: JudgeService,
-        metrics: CanaryMetrics,
+        telemetry: Telemetry,
         *,
         max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.sets = list(sets)
-        self._judge = judge.accounted_apart(metrics.canary_judge)
-        self._metrics = metrics
+        self._judge = judge.for_purpose(CANARY)
+        self._telemetry = telemetry
         self._max_error_rate = max_error_rate
         self._clock = clock
         self._sleep = sleep
@@ -166,7 +139,7 @@ class CanarySchedule:
             except (SidecarError, ValueError, OSError):
                 # One broken run must not stop the others or the service.
                 log.exception("canary run of rubric %s failed", canary.rubric.id)
-                self._metrics.internal_errors.labels(stage="canary").inc()
+                self._telemetry.event(FaultRaised("canary"))
         return reports
 
     async def run_once(self, canary: CanarySet) -> CanaryReport:
@@ -184,48 +157,12 @@ class CanarySchedule:
             for c in v.criteria:
                 if c.outcome in (Outcome.PASS, Outcome.FAIL):
                     canary.previous[(v.trace_id, c.name)] = c.outcome
-        self._export(canary, report, verdicts)
-        result = "passed" if report.passed else "failed"
-        self._metrics.canary_runs.labels(rubric=canary.rubric.id, result=result).inc()
+        self._telemetry.event(ran(report, verdicts))
         if not report.passed:
             log.warning(
                 "canary of rubric %s failed: %s", canary.rubric.id, "; ".join(report.reasons)
             )
         return report
-
-    def _export(self, canary: CanarySet, report: CanaryReport, verdicts: Sequence[Verdict]) -> None:
-        served = Counter(v.judge_model_version or NO_VERSION for v in verdicts)
-        # The version that served most of the run (ties: the later name, so a new one shows).
-        version = max(sorted(served), key=lambda name: served[name]) if served else NO_VERSION
-        gauge = self._metrics.canary_agreement
-        for row in report.criteria:
-            base = (
-                report.rubric,
-                report.rubric_version,
-                report.judge_model,
-                version,
-                row.criterion,
-            )
-            values = {
-                "kappa": row.kappa,
-                "agreement": row.agreement,
-                "error_rate": row.error_rate,
-                "flip_rate": row.flip_rate,
-            }
-            written: set[tuple[str, ...]] = set()
-            for statistic, value in values.items():
-                if value is None:
-                    continue
-                labels: tuple[str, ...] = (*base, statistic)
-                gauge.labels(*labels).set(value)
-                written.add(labels)
-            for stale in canary.exported.get(row.criterion, set()) - written:
-                retire(gauge, *stale, last=math.nan)
-            canary.exported[row.criterion] = written
-            if row.gate:
-                self._metrics.canary_kappa_threshold.labels(
-                    rubric=report.rubric, criterion=row.criterion
-                ).set(row.threshold)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run what is due until ``stop`` is set; a run in progress is cancelled then."""
@@ -247,3 +184,31 @@ class CanarySchedule:
                 pause.cancel()
         finally:
             stopped.cancel()
+
+
+def ran(report: CanaryReport, verdicts: Sequence[Verdict]) -> CanaryRan:
+    """What a run reports: per criterion statistics, and the version that served most."""
+    served = Counter(v.judge_model_version or NO_VERSION for v in verdicts)
+    # The version that served most of the run (ties: the later name, so a new one shows).
+    version = max(sorted(served), key=lambda name: served[name]) if served else NO_VERSION
+    return CanaryRan(
+        rubric=report.rubric,
+        rubric_version=report.rubric_version,
+        judge_model=report.judge_model,
+        judge_model_version=version,
+        passed=report.passed,
+        criteria=tuple(
+            CanaryCriterion(
+                row.criterion,
+                row.gate,
+                row.threshold,
+                {
+                    "kappa": row.kappa,
+                    "agreement": row.agreement,
+                    "error_rate": row.error_rate,
+                    "flip_rate": row.flip_rate,
+                },
+            )
+            for row in report.criteria
+        ),
+    )

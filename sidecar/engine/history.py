@@ -10,8 +10,8 @@ The window, per partition of the spans topic:
   at or past the end offset also ends it, so gaps (compaction, transaction
   markers) do not keep a partition open.
 
-The records are read by position (:class:`History`: manual assignment in the
-backfill's own consumer group), never as a member of the live group, whose
+The records are read by position (a :class:`~sidecar.ports.HistoryReader`:
+manual assignment in the backfill's own consumer group), never as a member of the live group, whose
 offsets do not move. Spans are assembled by the service's
 :class:`~sidecar.ingest.assemble.Assembler` on *record time* (the newest record
 timestamp read so far), so ``decision_wait`` and ``max_trace_age`` mean what
@@ -47,6 +47,7 @@ from sidecar.ingest.assemble import Assembler
 from sidecar.ingest.decode import Encoding, decode
 from sidecar.judge import Judge
 from sidecar.model import RecordRef, Span, Trace
+from sidecar.ports import HistoryReader
 
 Decoder = Callable[[bytes, Encoding], list[Span]]
 
@@ -88,54 +89,6 @@ def window_times(start: str, end: str | None, now: datetime) -> tuple[datetime, 
 
 def to_millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryRecord:
-    """One record of the spans topic with its timestamp (ms since the epoch; None if unknown)."""
-
-    partition: int
-    offset: int
-    timestamp_ms: int | None
-    value: bytes | None
-
-
-class History(Protocol):
-    """The spans topic read by position, in the backfill's own consumer group."""
-
-    async def start(self) -> None:
-        """Connect; SourceError when the broker cannot be reached or the topic is missing."""
-        ...
-
-    async def stop(self) -> None: ...
-
-    async def end_offsets(self) -> dict[int, int]:
-        """The next offset to be written, for every partition of the topic."""
-        ...
-
-    async def offsets_for_time(self, timestamp_ms: int) -> dict[int, int | None]:
-        """Per partition, the first offset whose timestamp is >= ``timestamp_ms`` (None: none)."""
-        ...
-
-    async def assign(self, starts: Mapping[int, int]) -> None:
-        """Read exactly these partitions, each from its offset (no group membership)."""
-        ...
-
-    async def fetch(self) -> list[HistoryRecord]:
-        """The next records of the assigned, unfinished partitions; may wait briefly, may be empty."""
-        ...
-
-    async def positions(self) -> dict[int, int]:
-        """The next offset to be fetched of each assigned, unfinished partition."""
-        ...
-
-    def finish(self, partitions: set[int]) -> None:
-        """Fetch nothing more from ``partitions``."""
-        ...
-
-    async def commit(self, offsets: Mapping[int, int]) -> None:
-        """Commit ``offsets`` to the backfill's own group (never the live group)."""
-        ...
 
 
 class Output(Protocol):
@@ -206,7 +159,7 @@ class BackfillSummary:
 
 
 async def read_traces(
-    history: History,
+    history: HistoryReader,
     window: Window,
     assembler: Assembler,
     summary: BackfillSummary,
@@ -253,7 +206,7 @@ async def read_traces(
 
 
 async def backfill(
-    history: History,
+    history: HistoryReader,
     output: Output,
     *,
     since: datetime,

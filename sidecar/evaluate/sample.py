@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from sidecar.evaluate.rubric import AlwaysJudge, Rubric
 from sidecar.model import CheckResult, Outcome, Transcript
+from sidecar.settings import SamplingSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +151,16 @@ def _rule_matches(
             return any(call.untrusted and call.result is not None for call in transcript.tool_calls)
         case AlwaysJudge.CHECK_FAILED:
             return any(c.outcome is Outcome.FAIL for c in checks)
+
+
+def build_sampler(
+    settings: SamplingSettings, *, judge_enabled: bool, judge_all: bool = False
+) -> Sampler:
+    """The sampler with the configured budgets and warm-up; ``judge_all`` ignores sampling."""
+    return Sampler(
+        judge_enabled=judge_enabled,
+        per_minute=settings.budget_per_minute,
+        per_day=settings.budget_per_day,
+        warmup_traces=settings.warmup_traces,
+        judge_all=judge_all,
+    )

@@ -62,6 +62,8 @@ class AssemblerStats:
     logs: int = 0
     late_logs: int = 0
     logs_without_trace: int = 0
+    # Traces open now (a gauge; the others count since start).
+    open: int = 0
 
 
 @dataclass(slots=True)
@@ -201,6 +203,7 @@ class Assembler:
                 early.append(self._decide(oldest, DecideReason.EVICTED, truncated=True))
             entry = _Open(trace_id, first_arrival=now, last_arrival=now)
             self._open[trace_id] = entry
+            self.stats.open = len(self._open)
         return entry
 
     def _touch(self, entry: _Open, now: float) -> None:
@@ -276,6 +279,7 @@ class Assembler:
     def _forget(self, trace_id: str) -> None:
         del self._open[trace_id]
         self._quiet.pop(trace_id, None)
+        self.stats.open = len(self._open)
 
     def _decide(self, trace_id: str, reason: DecideReason, *, truncated: bool) -> Trace:
         entry = self._open[trace_id]

@@ -5,10 +5,10 @@ an undecided trace, either still assembling or in flight (judging, emitting),
 or else the next offset after the last consumed record. A trace stops holding
 only once its verdicts are emitted and acknowledged.
 
-The spans and the logs topic have one tracker each; a trace holds in both
-under one token (``hold(..., token=)`` in the second), so releasing it frees
-its offsets in both: a logs offset is committed only once every trace whose
-records lie at or below it is decided, exactly as a spans offset.
+The spans and the logs topic have one tracker each (:class:`TopicOffsets`);
+a trace holds in both under one token, so releasing it frees its offsets in
+both: a logs offset is committed only once every trace whose records lie at
+or below it is decided, exactly as a spans offset.
 """
 
 from __future__ import annotations
@@ -65,3 +65,51 @@ class OffsetTracker:
                 candidates.append(min(holds.values()))
             result[partition] = min(candidates)
         return result
+
+
+Held = Mapping[str, Mapping[int, int]]
+
+
+class TopicOffsets:
+    """One :class:`OffsetTracker` per topic, holding under one token in all of them.
+
+    An item (a trace, a conversation, a dead letter) holds its first offsets
+    in every topic its records came from (``{topic: {partition: offset}}``);
+    releasing its token frees them all, so every topic follows the one rule.
+    """
+
+    def __init__(self) -> None:
+        self._trackers: dict[str, OffsetTracker] = {}
+        self._tokens = itertools.count()
+
+    def tracker(self, topic: str) -> OffsetTracker:
+        found = self._trackers.get(topic)
+        if found is None:
+            found = self._trackers[topic] = OffsetTracker()
+        return found
+
+    def consumed(self, topic: str, partition: int, offset: int) -> None:
+        self.tracker(topic).consumed(partition, offset)
+
+    def hold(self, held: Held) -> int:
+        token = next(self._tokens)
+        for topic, offsets in held.items():
+            if offsets:
+                self.tracker(topic).hold(offsets, token=token)
+        return token
+
+    def release(self, token: int) -> None:
+        for tracker in self._trackers.values():
+            tracker.release(token)
+
+    def drop_partitions(self, partitions: Iterable[int]) -> None:
+        dropped = set(partitions)
+        for tracker in self._trackers.values():
+            tracker.drop_partitions(dropped)
+
+    def committable(self, buffered: Held) -> dict[str, dict[int, int]]:
+        """Per topic and partition, the offset to commit given what the buffer still holds."""
+        return {
+            topic: tracker.committable(buffered.get(topic, {}))
+            for topic, tracker in self._trackers.items()
+        }

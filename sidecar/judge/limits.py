@@ -1,4 +1,4 @@
-"""Rate limits, circuit breaker and retry backoff for the judge.
+"""Rate limits and the circuit breaker for the judge (its back-off is :class:`sidecar.retry.Backoff`).
 
 Pure state machines: every method takes ``now`` (seconds on a monotonic
 clock) and none of them sleeps. The caller decides how to wait, which keeps
@@ -8,9 +8,6 @@ tests free of real time.
 from __future__ import annotations
 
 import enum
-import random
-from collections.abc import Callable
-from dataclasses import dataclass
 
 
 class TokenBucket:
@@ -161,19 +158,3 @@ class CircuitBreaker:
         self._failures += 1
         if self._failures >= self.failure_threshold:
             self._half_open_at = now + self.reset_timeout_s
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff with full jitter: attempt n waits U(0, min(max, base * 2**n)).
-
-    ``attempt`` counts retries from 0. ``rand`` returns a float in [0, 1).
-    """
-
-    base_s: float
-    max_s: float
-    rand: Callable[[], float] = random.random
-
-    def delay(self, attempt: int) -> float:
-        ceiling = min(self.max_s, self.base_s * (2.0 ** min(attempt, 62)))
-        return self.rand() * ceiling

@@ -32,22 +32,24 @@ counts against the model's circuit breaker, every answered one resets it.
 Provenance: a result carries the ``model_version`` that served it (the
 backend's report, ``unknown`` when an answer did not say, ``None`` when no
 answer arrived); a cached result carries the version that produced it. Each
-answer also sets ``sidecar_judge_model_version_info{judge_model,
-judge_model_version}`` to 1 for the version last seen per model (the one it
-replaces is removed), so a dashboard can mark when an alias moved.
+answer that names another version than the last one for its model is
+reported (:class:`~sidecar.telemetry.ModelVersionServed`), so a dashboard
+can mark when an alias moved.
 
+Telemetry: every call, cache lookup, breaker change and failed case is
+reported as an event of :mod:`sidecar.telemetry`, tagged with the purpose
+the calls are made for (production, canary, shadow).
 ``use_cache=False`` (the canary) neither reads nor fills the cache, so a
-re-judged case asks the model afresh. :meth:`JudgeService.accounted_apart`
-gives the service's scheduled canary the same guarded path with its tokens,
-cost, errors and durations counted in other families, so that production
-figures hold production calls only.
+re-judged case asks the model afresh. :meth:`JudgeService.for_purpose`
+gives another caller (the scheduled canary) the same guarded path with its
+calls reported under its own purpose, so that production figures hold
+production calls only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import math
 import random
 import re
 import time
@@ -57,16 +59,27 @@ from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
 from sidecar.evaluate.rubric import Rubric
-from sidecar.gauges import retire
 from sidecar.judge import JudgeResult, all_error, apply_injection_policy
 from sidecar.judge.cache import VerdictCache
 from sidecar.judge.config import JudgeSettings, UnavailablePolicy
-from sidecar.judge.limits import Backoff, BreakerState, CircuitBreaker, RateLimiter
+from sidecar.judge.limits import BreakerState, CircuitBreaker, RateLimiter
 from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
 from sidecar.judge.parse import parse_answer
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.screen import Screening, with_judge_report
 from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.retry import Backoff
+from sidecar.telemetry import (
+    PRODUCTION,
+    BreakerChanged,
+    CacheLookup,
+    InjectionFlagged,
+    JudgeCall,
+    JudgeFailed,
+    ModelVersionServed,
+    NullTelemetry,
+    Telemetry,
+)
 
 # Failure reasons worth another attempt; other 4xx answers will not change.
 RETRIABLE = frozenset({"timeout", "transport", "http_408", "http_429", "http_5xx"})
@@ -109,59 +122,6 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-class CounterFamily(Protocol):
-    def labels(self, **labels: str) -> CounterFamily: ...
-
-    def inc(self, amount: float = 1) -> None: ...
-
-
-class GaugeFamily(Protocol):
-    # Label values by name, or positionally in the family's label order (as ``remove`` takes them).
-    def labels(self, *labelvalues: str, **labels: str) -> GaugeFamily: ...
-
-    def set(self, value: float) -> None: ...
-
-    def remove(self, *labelvalues: str) -> None: ...
-
-
-class HistogramFamily(Protocol):
-    def labels(self, **labels: str) -> HistogramFamily: ...
-
-    def observe(self, amount: float) -> None: ...
-
-
-class JudgeAccounting(Protocol):
-    """What the calls cost and how they ended: counted per caller (``accounted_apart``)."""
-
-    @property
-    def judge_errors(self) -> CounterFamily: ...
-    @property
-    def judge_duration(self) -> HistogramFamily: ...
-    @property
-    def judge_tokens(self) -> CounterFamily: ...
-    @property
-    def judge_cost(self) -> CounterFamily: ...
-    @property
-    def cache_requests(self) -> CounterFamily: ...
-
-
-class JudgeMetrics(JudgeAccounting, Protocol):
-    """The metric families the service writes (``sidecar.adapters.prometheus.Metrics`` has them).
-
-    Beside the accounting: the state the service shares between its callers
-    (breaker, served model version) and the per-case counters of the pipeline.
-    """
-
-    @property
-    def judge_breaker_open(self) -> GaugeFamily: ...
-    @property
-    def judge_model_version_info(self) -> GaugeFamily: ...
-    @property
-    def injection_suspected(self) -> CounterFamily: ...
-    @property
-    def review_cases(self) -> CounterFamily: ...
-
-
 @dataclass(frozen=True, slots=True)
 class _Cached:
     criteria: tuple[CriterionResult, ...]  # before the injection policy
@@ -175,16 +135,16 @@ class JudgeService:
 
     Seams: ``clock`` (monotonic seconds), ``sleep`` and ``rand`` default to
     the real ones; tests pass a fake clock whose sleep advances it. The
-    service counts injection-suspected and review cases, cache lookups,
-    judge errors by reason, request durations, tokens and cost; criterion
-    verdict counts are left to the verdict stage.
+    service reports cache lookups, judge errors by reason, request durations,
+    tokens and cost (``telemetry``); criterion verdict counts are left to the
+    verdict stage.
     """
 
     def __init__(
         self,
         backend: Backend,
         settings: JudgeSettings,
-        metrics: JudgeMetrics,
+        telemetry: Telemetry | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -192,12 +152,11 @@ class JudgeService:
     ) -> None:
         self._backend = backend
         self._settings = settings
-        # Calls are counted in ``_metrics``; shared state (breaker, served version) in ``_state``.
-        self._metrics: JudgeAccounting = metrics
-        self._state: JudgeMetrics = metrics
+        self._telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
+        self._purpose = PRODUCTION
         self._clock = clock
         self._sleep = sleep
-        self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, rand)
+        self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, 1.0, rand)
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._limiter = RateLimiter(
             settings.requests_per_minute, settings.tokens_per_minute, clock()
@@ -209,15 +168,21 @@ class JudgeService:
         # The model version last seen per judge model (the info gauge shows only it).
         self._versions: dict[str, str] = {}
 
-    def accounted_apart(self, accounting: JudgeAccounting) -> JudgeService:
+    def for_purpose(self, purpose: str) -> JudgeService:
         """This service for another caller (the canary): the same backend, slots, rate
-        limits, breakers and served-version gauge; its calls counted in ``accounting``;
+        limits, breakers and served versions; its calls reported under ``purpose``;
         no cache. Close only the original: they share the backend.
         """
         view = copy.copy(self)
-        view._metrics = accounting
+        view._purpose = purpose
         view._cache = None
         return view
+
+    def _report(self, event: object) -> None:
+        self._telemetry.event(event)
+
+    def _failure(self, model: str, reason: str) -> None:
+        self._report(JudgeFailed(model, self._purpose, reason))
 
     async def __aenter__(self) -> JudgeService:
         return self
@@ -287,7 +252,7 @@ class JudgeService:
 
         cached = cache.get(request.cache_key) if cache is not None else None
         if cache is not None:
-            self._metrics.cache_requests.labels(result="hit" if cached else "miss").inc()
+            self._report(CacheLookup(self._purpose, hit=cached is not None))
         if cached is not None:
             return self._verdicts(
                 rubric,
@@ -303,12 +268,11 @@ class JudgeService:
         try:
             reply = await self._call(model, request)
         except JudgeUnavailable as exc:
-            self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
+            self._failure(model, exc.reason)
             if self._settings.on_judge_unavailable is UnavailablePolicy.PAUSE:
                 raise
             return self._failed(rubric, request, JUDGE_UNAVAILABLE, None)
 
-        self._count_usage(model, reply)
         # Precedence: a blocked answer says nothing; a truncated one is incomplete
         # even if it happens to parse; a too large one was not read; only then is
         # the text parsed.
@@ -322,7 +286,7 @@ class JudgeService:
             parsed = parse_answer(reply.text, request, rubric)
             criteria, failure = parsed.criteria, parsed.failure
         if failure is not None:
-            self._metrics.judge_errors.labels(judge_model=model, reason=failure).inc()
+            self._failure(model, failure)
             return self._failed(rubric, request, failure, reply)
 
         if cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
@@ -351,9 +315,8 @@ class JudgeService:
         try:
             reply = await self._call(model, request)
         except JudgeUnavailable as exc:
-            self._metrics.judge_errors.labels(judge_model=model, reason=exc.reason).inc()
+            self._failure(model, exc.reason)
             return failed(exc.reason)
-        self._count_usage(model, reply)
         # The same precedence as for a graded case.
         if reply.blocked:
             answer = failed(BLOCKED)
@@ -364,7 +327,7 @@ class JudgeService:
         else:
             answer = parse_pairwise(reply.text)
         if answer.reason is not None:
-            self._metrics.judge_errors.labels(judge_model=model, reason=answer.reason).inc()
+            self._failure(model, answer.reason)
         return answer
 
     def _verdicts(
@@ -387,12 +350,12 @@ class JudgeService:
             criteria, with_judge_report(screening, instructed), rubric.judge.on_injection_suspected
         )
         for reason in sorted({c.reason or "unknown" for c in final if c.outcome is Outcome.ERROR}):
-            self._metrics.judge_errors.labels(judge_model=model, reason=reason).inc()
+            self._failure(model, reason)
         # Suspected and reviewed cases are counted once per case by the pipeline; a case
         # only the judge's report flagged is counted here, as the pipeline did not see it.
         # Calls accounted apart (canaries) never reach the production counters.
-        if instructed and not screening.suspected and self._metrics is self._state:
-            self._state.injection_suspected.labels(rubric=rubric.id).inc()
+        if instructed and not screening.suspected and self._purpose == PRODUCTION:
+            self._report(InjectionFlagged(rubric.id))
         return JudgeResult(
             criteria=final,
             judged=True,
@@ -427,8 +390,8 @@ class JudgeService:
     async def _call(self, model: str, request: JudgeRequest) -> BackendReply:
         breaker = self._breaker(model)
         estimate = _estimate_tokens(request, self._settings.max_output_tokens)
-        retries = 0
-        while True:
+        failure: JudgeUnavailable | None = None
+        async for _ in self._backoff.attempts(self._sleep, limit=self._settings.max_attempts):
             async with self._slots:
                 # Checked once a slot is free: calls queued behind an outage fail fast.
                 if not breaker.allow(self._clock()):
@@ -436,54 +399,56 @@ class JudgeService:
                 while (wait := self._limiter.reserve(estimate, self._clock())) > 0:
                     await self._sleep(wait)
                 started = self._clock()
-                failure: JudgeUnavailable | None = None
+                failure = None
                 try:
                     reply = await self._backend.generate(model, request)
                 except JudgeUnavailable as exc:
                     failure = exc
                 finished = self._clock()
-                self._metrics.judge_duration.labels(judge_model=model).observe(
-                    max(0.0, finished - started)
-                )
+            seconds = max(0.0, finished - started)
             if failure is None:
                 breaker.record_success()
-                self._set_breaker_gauge(model, breaker, finished)
+                self._breaker_state(model, breaker, finished)
                 self._served(model, _served_by(reply))
                 self._limiter.settle(estimate, reply.input_tokens + reply.output_tokens, finished)
+                self._report(
+                    JudgeCall(
+                        model,
+                        self._purpose,
+                        seconds,
+                        input_tokens=reply.input_tokens,
+                        output_tokens=reply.output_tokens,
+                        cost_usd=self._cost(model, reply),
+                    )
+                )
                 return reply
             breaker.record_failure(finished)
-            self._set_breaker_gauge(model, breaker, finished)
+            self._breaker_state(model, breaker, finished)
             self._limiter.settle(estimate, 0, finished)
-            retries += 1
-            if failure.reason not in RETRIABLE or retries >= self._settings.max_attempts:
-                raise failure
-            await self._sleep(self._backoff.delay(retries - 1))
+            self._report(JudgeCall(model, self._purpose, seconds, error=failure.reason))
+            if failure.reason not in RETRIABLE:
+                break
+        assert failure is not None
+        raise failure
 
     def _served(self, model: str, version: str) -> None:
         previous = self._versions.get(model)
         if previous == version:
             return
-        info = self._state.judge_model_version_info
-        if previous is not None:
-            retire(info, model, previous, last=math.nan)
-        info.labels(judge_model=model, judge_model_version=version).set(1)
+        self._report(ModelVersionServed(model, version, previous))
         self._versions[model] = version
 
-    def _set_breaker_gauge(self, model: str, breaker: CircuitBreaker, now: float) -> None:
+    def _breaker_state(self, model: str, breaker: CircuitBreaker, now: float) -> None:
         closed = breaker.state(now) is BreakerState.CLOSED
-        self._state.judge_breaker_open.labels(judge_model=model).set(0 if closed else 1)
+        self._report(BreakerChanged(model, open=not closed))
 
-    def _count_usage(self, model: str, reply: BackendReply) -> None:
-        tokens = self._metrics.judge_tokens
-        tokens.labels(judge_model=model, kind="input").inc(reply.input_tokens)
-        tokens.labels(judge_model=model, kind="output").inc(reply.output_tokens)
+    def _cost(self, model: str, reply: BackendReply) -> float:
         price = self._settings.prices.get(model)
-        if price is not None:
-            cost = (
-                reply.input_tokens * price.input_per_mtok
-                + reply.output_tokens * price.output_per_mtok
-            ) / 1_000_000
-            self._metrics.judge_cost.labels(judge_model=model).inc(cost)
+        if price is None:
+            return 0.0
+        return (
+            reply.input_tokens * price.input_per_mtok + reply.output_tokens * price.output_per_mtok
+        ) / 1_000_000
 
 
 def _served_by(reply: BackendReply) -> str:

@@ -124,10 +124,10 @@ async def test_backfill_reads_from_the_middle_to_the_end_offsets_at_start(
 
     settings = KafkaSettings(bootstrap_servers=kafka_bootstrap, topic=topic, group_id=live)
     extra = make_feed(10, seed=12)
-    sink = KafkaSink(settings.model_copy(update={"verdict_topic": out}))
+    sink = KafkaSink(settings)
     await sink.start()
     output = ProduceOnFirstVerdict(
-        KafkaOutput(sink, Metrics(), DEFAULT_REDACTION), kafka_bootstrap, topic, extra
+        KafkaOutput(sink, Metrics(), DEFAULT_REDACTION, topic=out), kafka_bootstrap, topic, extra
     )
     summary = BackfillSummary()
     group = f"{live}-backfill-test"

@@ -12,7 +12,7 @@ verdicts a ``SPAN_ONLY`` run gives; both topics' offsets end fully committed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,7 @@ class _Listener:
     def __init__(self) -> None:
         self.assigned: set[int] = set()
 
-    async def on_assigned(self, partitions: set[int]) -> None:
+    async def on_assigned(self, partitions: set[int], metadata: Mapping[int, str]) -> None:
         self.assigned |= partitions
 
     async def on_revoked(self, partitions: set[int]) -> None:

@@ -1,4 +1,4 @@
-"""Verdict records sent together (``KafkaSink.send_verdicts``) land as one at a time would.
+"""Records sent together (``KafkaSink.send``) land as one at a time would.
 
 On the real broker: every record is acknowledged, each on the partition the
 producer's default partitioner gives its key (the trace id), in the order
@@ -14,11 +14,16 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
 from sidecar.adapters.kafka import KafkaSink
+from sidecar.ports import OutRecord, RecordKind
 from sidecar.settings import KafkaSettings
 from tests.builders import trace_id
 from tests.integration.harness import consume_all, create_topics
 
 pytestmark = [pytest.mark.kafka]
+
+
+def verdicts(topic: str, records: list[tuple[str, bytes]]) -> list[OutRecord]:
+    return [OutRecord(RecordKind.VERDICT, topic, key.encode(), value) for key, value in records]
 
 
 async def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
@@ -35,8 +40,8 @@ async def test_records_sent_together_land_where_single_sends_would(kafka_bootstr
     # About 2 KB each: 16 KB produce batches take 7, so 60 per partition need several.
     records = [(trace_id(n), f'{{"n":{n},"pad":"{"x" * 2000}"}}'.encode()) for n in range(180)]
     try:
-        await sink.send_verdicts(records[:1])
-        await sink.send_verdicts(records[1:])
+        await sink.send(verdicts(topic, records[:1]))
+        await sink.send(verdicts(topic, records[1:]))
     finally:
         await sink.stop()
 
@@ -55,7 +60,7 @@ async def test_records_sent_together_land_where_single_sends_would(kafka_bootstr
 
 
 async def test_the_default_partitioner_is_the_producers(kafka_bootstrap: str) -> None:
-    """The same key goes to the same partition through ``send`` and ``send_verdicts``."""
+    """The same key goes to the same partition through ``send_and_wait`` and the sink's ``send``."""
     topic = await new_topic(kafka_bootstrap, "sink-partitioner", 5)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
@@ -66,7 +71,7 @@ async def test_the_default_partitioner_is_the_producers(kafka_bootstrap: str) ->
         for n in range(40):
             meta = await producer.send_and_wait(topic, b"single", key=trace_id(n).encode())
             single[trace_id(n)] = meta.partition
-        await sink.send_verdicts([(trace_id(n), b"together") for n in range(40)])
+        await sink.send(verdicts(topic, [(trace_id(n), b"together") for n in range(40)]))
     finally:
         await producer.stop()
         await sink.stop()

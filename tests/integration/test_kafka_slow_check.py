@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.adapters.prometheus import Metrics
-from sidecar.engine.service import Service
+from sidecar.commands.run import kafka_service
 from sidecar.evaluate.checks import run_checks
 from sidecar.evaluate.rubric import Rubric, parse_rubric
 from sidecar.model import CheckResult, Transcript
@@ -116,20 +116,22 @@ async def test_a_slow_check_keeps_heartbeat_and_health_probe(
         review={"enabled": False},
     )
     metrics = Metrics()
-    service = Service(
+    service, server = kafka_service(
         settings,
         [parse_rubric(RUBRIC, tmp_path / "shop.yaml")],
-        metrics=metrics,
-        spans=VerdictSpans(TracerProvider()),
+        metrics,
+        VerdictSpans(TracerProvider()),
+        None,
         checks=slow_checks,
     )
+    await server.start()
     stop = asyncio.Event()
     running = asyncio.create_task(service.run(stop))
     prober = Prober(port)
     try:
         # Wait until the replica owns its partitions, then start probing.
         deadline = time.monotonic() + 60
-        while service._source is None or not service.source.assigned():
+        while not service.traces.stats.assigned:
             assert time.monotonic() < deadline, "the service never got its partitions"
             assert not running.done(), running.exception()
             await asyncio.sleep(0.2)
@@ -146,6 +148,7 @@ async def test_a_slow_check_keeps_heartbeat_and_health_probe(
         prober.stop.set()
         stop.set()
         await asyncio.wait_for(running, timeout=60)
+        await server.stop()
         prober.join(timeout=35)
 
     verdicts = {v["trace_id"]: v for v in verdicts_from(records)}
