@@ -10,20 +10,32 @@ from Maven Central into ~/.cache/sidecar/kafka-<version>/libs) with the machine'
     cluster.py restart-broker STATE_DIR N     # stop node N cleanly, start it again and wait
                                               # until it is back in the ISR of its partitions
 
-Layout (N = 1..3, each node is a combined broker + KRaft controller):
+Each node is a combined broker + KRaft controller (a quorum of three voters): three JVMs
+instead of six on a 2-core CI machine, and a rolling restart still keeps a controller
+majority. Every node listens on four loopback ports chosen at start:
 
-    CLIENT      SASL_SSL  SCRAM-SHA-512 and SCRAM-SHA-256, server certificate only (clients)
-    MTLS        SSL       client certificate required (clients; principal = certificate CN)
-    INTERNAL    SSL       client certificate required (replication between the brokers)
-    CONTROLLER  SSL       client certificate required (the KRaft quorum, broker registration)
+    CLIENT      SASL_SSL  SCRAM-SHA-512 and SCRAM-SHA-256; the broker's certificate only
+    MTLS        SSL       clients with a certificate (ssl.client.auth=required)
+    INTERNAL    SSL       replication between the brokers, certificates both ways
+    CONTROLLER  SSL       the KRaft quorum and broker registration, certificates both ways
 
-Each node's certificate (CN=broker-N, SAN IP:127.0.0.1 and DNS:localhost) is signed by a CA
-made at start into STATE_DIR/pki; principals are the certificate's CN for the TLS listeners
-(User:broker-N) and the SCRAM user name for CLIENT. The authorizer is KRaft's
-StandardAuthorizer with allow.everyone.if.no.acl.found=false; the super users are User:admin
-and the three node principals. The SCRAM users (admin, sidecar, producer, nobody; random
-passwords) are written into the metadata log when the storage is formatted, so they exist
-before any node serves a client. Nobody but admin has an ACL at start.
+The nodes authenticate each other with their certificates rather than SCRAM: KRaft
+controllers cannot take SCRAM (its credentials live in the metadata log they serve), and
+PLAINTEXT would make whoever reaches those ports a super user. Each node's certificate
+(CN=broker-N, SAN IP:127.0.0.1 and DNS:localhost, so clients verify hostnames) is signed by
+a CA made at start in STATE_DIR/pki with openssl, else with Java's keytool (no client
+certificate then; SIDECAR_CLUSTER_PKI=keytool forces it).
+
+Principals: the SCRAM user name on CLIENT, the certificate's CN on the others (User:broker-N
+for the nodes, User:sidecar for the client certificate). Authorizer: StandardAuthorizer with
+allow.everyone.if.no.acl.found=false; super users: User:admin and the node principals. The
+SCRAM users admin, sidecar, producer and nobody (random passwords in cluster.json) are
+written into the metadata log when the storage is formatted, so they exist before any node
+serves a client; none but admin may do anything until granted an ACL.
+
+STATE_DIR/admin.properties holds the admin's client settings for Kafka's own tools, e.g.
+``java -cp "$LIBS/*" org.apache.kafka.tools.AclCommand --bootstrap-server HOST:PORT
+--command-config STATE_DIR/admin.properties --list``.
 
 Everything it says goes to stderr, all that Kafka prints to STATE_DIR/node-N/*.log; stdout
 stays empty.
@@ -58,7 +70,9 @@ USERS = ("admin", "sidecar", "producer", "nobody")
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 CLIENT_CN = "sidecar"  # the mTLS client certificate authenticates as User:sidecar
 START_TIMEOUT = 180.0
-STOP_TIMEOUT = 20.0  # `stop` throws the cluster away: a node that lingers is killed
+# `stop` throws the cluster away: the last nodes to go cannot finish a controlled shutdown
+# (no controller quorum is left), so what lingers is killed.
+STOP_TIMEOUT = 8.0
 RESTART_STOP_TIMEOUT = 120.0  # `restart-broker` waits for a controlled shutdown
 CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # the nodes this command started
 
@@ -92,39 +106,28 @@ def fail(message: str) -> None:
 # -- certificates ---------------------------------------------------------------------------
 
 
-def run_quiet(args: list[str], what: str) -> None:
-    result = subprocess.run(args, capture_output=True, text=True, check=False)
+def run_quiet(what: str, *args: str | Path) -> None:
+    """Run a tool; its output only matters when it fails."""
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"{what} failed ({result.returncode}): {result.stderr.strip()}")
 
 
 def pki_with_openssl(pki: Path, nodes: Iterable[int]) -> dict[str, Any]:
-    """A CA and EC P-256 certificates in PEM; keystores are key + certificate chain files."""
-    days = "7"
+    """A CA and EC P-256 certificates in PEM; a node's keystore is its key + certificate chain."""
     (pki / "ca.cnf").write_text(
         "[req]\ndistinguished_name = dn\nprompt = no\nx509_extensions = ca\n"
         "[dn]\nCN = sidecar test CA\n"
         "[ca]\nbasicConstraints = critical, CA:TRUE\nkeyUsage = critical, keyCertSign, cRLSign\n"
         "subjectKeyIdentifier = hash\n"
     )
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    new_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "7"]
     ca, ca_key = pki / "ca.pem", pki / "ca.key"
     run_quiet(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            *ec,
-            "-keyout",
-            str(ca_key),
-            "-out",
-            str(ca),
-            "-days",
-            days,
-            "-config",
-            str(pki / "ca.cnf"),
-        ],
         "openssl (CA)",
+        *["openssl", "req", "-x509"],
+        *new_key,
+        *("-keyout", ca_key, "-out", ca, "-config", pki / "ca.cnf"),
     )
 
     def leaf(name: str, usage: str, san: bool) -> tuple[Path, Path]:
@@ -139,43 +142,16 @@ def pki_with_openssl(pki: Path, nodes: Iterable[int]) -> dict[str, Any]:
         )
         key, csr, crt = pki / f"{name}.key", pki / f"{name}.csr", pki / f"{name}.crt"
         run_quiet(
-            [
-                "openssl",
-                "req",
-                "-new",
-                *ec,
-                "-keyout",
-                str(key),
-                "-out",
-                str(csr),
-                "-config",
-                str(cnf),
-            ],
             f"openssl (request for {name})",
+            *["openssl", "req", "-new"],
+            *new_key,
+            *("-keyout", key, "-out", csr, "-config", cnf),
         )
         run_quiet(
-            [
-                "openssl",
-                "x509",
-                "-req",
-                "-in",
-                str(csr),
-                "-CA",
-                str(ca),
-                "-CAkey",
-                str(ca_key),
-                "-set_serial",
-                str(secrets.randbits(63)),
-                "-days",
-                days,
-                "-out",
-                str(crt),
-                "-extfile",
-                str(ext),
-                "-extensions",
-                "leaf",
-            ],
             f"openssl (certificate for {name})",
+            *("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-days", "7"),
+            *("-set_serial", str(secrets.randbits(63)), "-out", crt),
+            *("-extfile", ext, "-extensions", "leaf"),
         )
         return key, crt
 
@@ -202,90 +178,47 @@ def pki_with_keytool(pki: Path, nodes: Iterable[int]) -> dict[str, Any]:
     """
     keytool = str(Path(java()).with_name("keytool"))
     password = secrets.token_hex(12)
-    common = ["-storetype", "PKCS12", "-storepass", password, "-keypass", password]
-    ec = ["-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7"]
+    common = ("-storetype", "PKCS12", "-storepass", password, "-keypass", password)
+    new_key = ["-keyalg", "EC", "-groupname", "secp256r1", "-validity", "7"]
     ca_store, ca = pki / "ca.p12", pki / "ca.pem"
     run_quiet(
-        [
-            keytool,
-            "-genkeypair",
-            "-alias",
-            "ca",
-            "-dname",
-            "CN=sidecar test CA",
-            *ec,
-            "-ext",
-            "BC:c=ca:true",
-            "-ext",
-            "KU:c=keyCertSign,cRLSign",
-            "-keystore",
-            str(ca_store),
-            *common,
-        ],
         "keytool (CA)",
+        *(keytool, "-genkeypair", "-alias", "ca", "-dname", "CN=sidecar test CA", *new_key),
+        *["-ext", "BC:c=ca:true", "-ext", "KU:c=keyCertSign,cRLSign"],
+        *("-keystore", ca_store, *common),
     )
     run_quiet(
-        [
-            keytool,
-            "-exportcert",
-            "-rfc",
-            "-alias",
-            "ca",
-            "-file",
-            str(ca),
-            "-keystore",
-            str(ca_store),
-            "-storetype",
-            "PKCS12",
-            "-storepass",
-            password,
-        ],
         "keytool (export of the CA)",
+        *(keytool, "-exportcert", "-rfc", "-alias", "ca", "-file", ca),
+        *("-keystore", ca_store, "-storetype", "PKCS12", "-storepass", password),
     )
 
     def node_store(n: int) -> dict[str, str]:
-        store, csr, crt = pki / f"broker-{n}.p12", pki / f"broker-{n}.csr", pki / f"broker-{n}.crt"
-        at = ["-keystore", str(store), *common]
+        name = f"broker-{n}"
+        store, csr, crt = pki / f"{name}.p12", pki / f"{name}.csr", pki / f"{name}.crt"
+        at = ("-keystore", store, *common)
         run_quiet(
-            [keytool, "-genkeypair", "-alias", "node", "-dname", f"CN=broker-{n}", *ec, *at],
-            f"keytool (key of broker-{n})",
+            f"keytool (key of {name})",
+            *(keytool, "-genkeypair", "-alias", "node", "-dname", f"CN={name}", *new_key, *at),
         )
         run_quiet(
-            [keytool, "-certreq", "-alias", "node", "-file", str(csr), *at],
-            f"keytool (request of broker-{n})",
+            f"keytool (request of {name})",
+            *(keytool, "-certreq", "-alias", "node", "-file", csr, *at),
         )
         run_quiet(
-            [
-                keytool,
-                "-gencert",
-                "-alias",
-                "ca",
-                "-infile",
-                str(csr),
-                "-outfile",
-                str(crt),
-                "-rfc",
-                "-validity",
-                "7",
-                "-ext",
-                "SAN=ip:127.0.0.1,dns:localhost",
-                "-ext",
-                "EKU=serverAuth,clientAuth",
-                "-ext",
-                "KU:c=digitalSignature",
-                "-keystore",
-                str(ca_store),
-                *common,
-            ],
-            f"keytool (certificate of broker-{n})",
+            f"keytool (certificate of {name})",
+            *(keytool, "-gencert", "-alias", "ca", "-infile", csr, "-outfile", crt, "-rfc"),
+            *["-validity", "7", "-ext", "SAN=ip:127.0.0.1,dns:localhost"],
+            *["-ext", "EKU=serverAuth,clientAuth", "-ext", "KU:c=digitalSignature"],
+            *("-keystore", ca_store, *common),
         )
         run_quiet(
-            [keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca), *at],
-            f"keytool (CA into broker-{n})",
+            f"keytool (CA into {name})",
+            *(keytool, "-importcert", "-noprompt", "-alias", "ca", "-file", ca, *at),
         )
         run_quiet(
-            [keytool, "-importcert", "-alias", "node", "-file", str(crt), *at],
-            f"keytool (certificate into broker-{n})",
+            f"keytool (certificate into {name})",
+            *(keytool, "-importcert", "-alias", "node", "-file", crt, *at),
         )
         return {
             "ssl.keystore.type": "PKCS12",
@@ -553,6 +486,10 @@ def jvm(folder: Path) -> list[str]:
         "-Xmx512m",
         "-XX:+UseG1GC",
         "-XX:TieredStopAtLevel=1",
+        # The jars are Maven Central's Kafka release: verifying their bytecode at every start
+        # costs about 15 % of a node's start-up CPU.
+        "-XX:+UnlockDiagnosticVMOptions",
+        "-XX:-BytecodeVerificationRemote",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
         "-cp",
@@ -586,7 +523,8 @@ def format_storage(state: Path, n: int, cluster_id: str, users: dict[str, Any]) 
             check=False,
         )
     if result.returncode != 0:
-        raise RuntimeError(f"formatting node {n} failed ({result.returncode})")
+        tail = "\n".join((folder / "format.log").read_text(errors="replace").splitlines()[-20:])
+        raise RuntimeError(f"formatting node {n} failed ({result.returncode}):\n{tail}")
 
 
 def launch(state: Path, n: int) -> int:
@@ -617,7 +555,7 @@ def alive(pid: int) -> bool:
 def tails(state: Path, nodes: Iterable[int], lines: int = 25) -> str:
     out = []
     for n in nodes:
-        for name in ("format.log", "stdout.log", "kafka.log"):
+        for name in ("stdout.log", "kafka.log"):
             path = node_dir(state, n) / name
             if path.exists() and path.stat().st_size:
                 text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -631,20 +569,27 @@ def write_info(state: Path, info: dict[str, Any]) -> None:
     os.replace(tmp, state / "cluster.json")
 
 
-def wait_until(check: Callable[[], bool], pids: dict[int, int], timeout: float, what: str) -> None:
+def wait_until(
+    pending: Callable[[], str | None], pids: dict[int, int], timeout: float, what: str
+) -> None:
+    """Poll ``pending`` (what is still missing, or None once done) while every node lives."""
     deadline = time.monotonic() + timeout
+    missing: str | None = "not checked yet"
     while time.monotonic() < deadline:
         dead = [n for n, pid in pids.items() if not alive(pid)]
         if dead:
             raise RuntimeError(f"node {', '.join(map(str, dead))} exited while {what}")
-        if check():
+        missing = pending()
+        if missing is None:
             return
         time.sleep(0.5)
-    raise RuntimeError(f"timed out after {timeout:.0f} s {what}")
+    raise RuntimeError(f"timed out after {timeout:.0f} s {what}; last seen: {missing}")
 
 
 def start(state: Path, count: int) -> None:
     began = time.monotonic()
+    # Terminated mid-start (SIGTERM, or SIGINT as usual): the nodes started so far are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     resolve()
     if state.exists():
         stop(state)
@@ -718,23 +663,30 @@ def start(state: Path, count: int) -> None:
 
         ready: set[int] = set()
 
-        def all_ready() -> bool:
+        def not_ready() -> str | None:
+            missing = []
             for n in nodes:
                 if n in ready:
                     continue
                 try:
                     brokers, _ = view_from(info, n)
-                except (OSError, PermissionError, struct.error):
+                except (OSError, ValueError, KeyError, struct.error) as exc:  # not serving yet
+                    missing.append(f"node {n}: {exc!r}")
                     continue
                 if brokers >= set(nodes):
                     ready.add(n)
-            return len(ready) == count
+                else:
+                    missing.append(f"node {n} sees live brokers {sorted(brokers)}")
+            return "; ".join(missing) or None
 
-        wait_until(all_ready, pids, START_TIMEOUT, "waiting for every node to serve clients")
+        wait_until(not_ready, pids, START_TIMEOUT, "waiting for every node to serve clients")
     except (RuntimeError, OSError) as exc:
         say(f"start failed: {exc}\n{tails(state, nodes)}")
         stop(state)
         sys.exit(1)
+    except BaseException:  # interrupted: leave nothing running
+        stop(state)
+        raise
     done = time.monotonic()
     say(
         f"Apache Kafka {VERSION}, {count} KRaft nodes up on {info['bootstrap']} (SASL_SSL) "
@@ -776,7 +728,7 @@ def stop(state: Path) -> None:
     killed = terminate(pids, STOP_TIMEOUT)
     say(
         f"stopped {len(pids)} node(s) ({', '.join(str(p) for p in pids.values())})"
-        + (f"; killed after {STOP_TIMEOUT:.0f} s: {killed}" if killed else "")
+        + (f"; killed (still there after {STOP_TIMEOUT:.0f} s): {killed}" if killed else "")
     )
 
 
@@ -787,7 +739,8 @@ def restart_broker(state: Path, n: int) -> None:
         fail(f"no node {n} (nodes: {nodes})")
     pid_file = node_dir(state, n) / "pid"
     began = time.monotonic()
-    killed = terminate({pid_file: int(pid_file.read_text())}, RESTART_STOP_TIMEOUT)
+    running = {pid_file: int(pid_file.read_text())} if pid_file.exists() else {}
+    killed = terminate(running, RESTART_STOP_TIMEOUT)
     stopped = time.monotonic()
     pid = launch(state, n)
     for b in info["brokers"]:
@@ -797,23 +750,26 @@ def restart_broker(state: Path, n: int) -> None:
     pids = {m: int(node_dir(state, m).joinpath("pid").read_text()) for m in nodes}
     partitions = 0
 
-    def back_in_isr() -> bool:
+    def not_back() -> str | None:
         nonlocal partitions
         for m in nodes:
             try:
                 brokers, parts = view_from(info, m)
-            except (OSError, PermissionError, struct.error):
-                return False
+            except (OSError, ValueError, KeyError, struct.error) as exc:  # not serving yet
+                return f"node {m}: {exc!r}"
             if n not in brokers:
-                return False
+                return f"node {m} does not list node {n} as a live broker"
             mine = [p for p in parts if n in p[2]]
-            if any(n not in p[3] for p in mine):
-                return False
+            behind = [f"{p[0]}-{p[1]}" for p in mine if n not in p[3]]
+            if behind:
+                return (
+                    f"node {m}: node {n} not in the ISR of {len(behind)} partitions ({behind[:5]})"
+                )
             partitions = len(mine)
-        return True
+        return None
 
     try:
-        wait_until(back_in_isr, pids, START_TIMEOUT, f"waiting for node {n} to rejoin the ISR")
+        wait_until(not_back, pids, START_TIMEOUT, f"waiting for node {n} to rejoin the ISR")
     except RuntimeError as exc:
         fail(f"restart of node {n}: {exc}\n{tails(state, [n])}")
     if killed:

@@ -103,10 +103,9 @@ class Cluster:
         """aiokafka keyword arguments for the MTLS listener with the client certificate
         (principal ``self.info['client_principal']``, User:sidecar)."""
         if "client_cert" not in self.info:
-            pytest.fail(
-                "this cluster has no client certificate (it was made without openssl)",
-                pytrace=False,
-            )
+            # Not a broken set-up: without openssl the certificates come from keytool, which
+            # cannot hand a private key to Python.
+            pytest.skip("this cluster has no client certificate (made with keytool, no openssl)")
         return {
             "bootstrap_servers": self.info["mtls_bootstrap"],
             "security_protocol": "SSL",
