@@ -612,7 +612,9 @@ def start(state: Path, count: int) -> None:
                 properties(node_properties(state, n, ports, pki))
             )
             (folder / "log4j2.properties").write_text(LOG4J.format(log=folder / "kafka.log"))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # as Kafka's Uuid: the tools would read it as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         with ThreadPoolExecutor(count) as pool:
             list(pool.map(lambda n: format_storage(state, n, cluster_id, users), nodes))
         formatted = time.monotonic()
