@@ -31,14 +31,10 @@ from sidecar.adapters.judge_backends import GeminiBackend, OpenAICompatBackend
 from sidecar.adapters.otel import EVENT_NAME, VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics, record_rubrics, record_verdict
 from sidecar.cli import main
-from sidecar.drift.fingerprint import (
-    FingerprintStatus,
-    check_fingerprint,
-    rubric_hash,
-    with_fingerprint,
-)
+from sidecar.drift.fingerprint import FingerprintStatus, check_fingerprint, with_fingerprint
 from sidecar.engine.offline import ReplaySummary, evaluate_traces
 from sidecar.evaluate.rubric import Rubric, parse_rubric
+from sidecar.evaluate.rubric_hash import rubric_hash
 from sidecar.evaluate.sample import Sampler, trace_fraction
 from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
