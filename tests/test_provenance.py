@@ -39,7 +39,8 @@ from sidecar.evaluate.sample import Sampler, trace_fraction
 from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import Backend, JudgeService
-from sidecar.wire.records import VerdictRecord, read_records
+from sidecar.wire import read_records
+from sidecar.wire.verdicts import VerdictRecord, verdict_json
 from tests import realparts
 from tests.builders import JUDGE_MODEL, genai_trace, refund_rubric, refund_transcript
 from tests.dashboard_queries import ANNOTATION_EXPRS, expand
@@ -432,13 +433,13 @@ async def test_a_version_change_mid_run_shows_on_records_spans_and_metrics() -> 
         spans.emit(verdict)
 
     # Records: the hash on every one, the serving version on the judged ones only.
-    records = [r for _, r in read_records([v.to_json() for v in verdicts], "v", VerdictRecord)]
+    records = [r for _, r in read_records([verdict_json(v) for v in verdicts], "v", VerdictRecord)]
     assert {r.rubric_hash for r in records} == {rubric.content_hash}
     served = [r.judge_model_version for r in records if r.judged]
     assert served == versions
     assert all(r.judge_model_version is None for r in records if not r.judged)
     assert all(
-        "judge_model_version" not in json.loads(v.to_json()) for v in verdicts if not v.judged
+        "judge_model_version" not in json.loads(verdict_json(v)) for v in verdicts if not v.judged
     )
 
     # Spans: the version on the span and on each criterion event, the hash on every event.

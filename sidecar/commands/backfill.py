@@ -57,7 +57,8 @@ from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
 from sidecar.ports import Sink
 from sidecar.settings import Settings, load_settings
-from sidecar.wire.redact import Redaction
+from sidecar.wire.redaction import Redaction
+from sidecar.wire.verdicts import verdict_json
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class KafkaOutput:
 
     async def emit(self, verdict: Verdict) -> None:
         record_verdict(self._metrics, verdict)
-        payload = verdict.to_json(self._redaction).encode()
+        payload = verdict_json(verdict, self._redaction).encode()
         while len(self._pending) >= self._max_pending:
             await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
         self._raise_failure()

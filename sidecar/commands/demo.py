@@ -23,7 +23,8 @@ from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import JudgeSettings
 from sidecar.model import CaseOutcome, Outcome
-from sidecar.wire.redact import DEFAULT_REDACTION
+from sidecar.wire.redaction import DEFAULT_REDACTION
+from sidecar.wire.verdicts import verdict_json
 
 # Below this the table wraps into tall rows; pipes and CI logs get this width.
 _MIN_WIDTH = 120
@@ -103,7 +104,7 @@ async def _demo(args: argparse.Namespace) -> int:
                 "judge" if verdict.judged else "skip",
                 verdict.sample_reason,
             )
-            fh.write(verdict.to_json(DEFAULT_REDACTION) + "\n")
+            fh.write(verdict_json(verdict, DEFAULT_REDACTION) + "\n")
     spans.shutdown()
     console.print(_table(verdicts, console.width))
     console.print(

@@ -17,6 +17,7 @@ from sidecar.engine.offline import ReplaySummary, collect_traces, stream_verdict
 from sidecar.errors import ConfigError
 from sidecar.evaluate.rubric import load_rubrics
 from sidecar.settings import load_settings
+from sidecar.wire.verdicts import verdict_json
 
 
 def register(sub: Any) -> None:
@@ -62,9 +63,10 @@ def handle(args: argparse.Namespace) -> int:
                 judge=judge,
                 summary=summary,
                 concurrency=settings.judge.concurrency,
+                decision_wait_s=settings.assembler.decision_wait_s,
             ):
                 for verdict in verdicts:
-                    out.write(verdict.to_json(redaction) + "\n")
+                    out.write(verdict_json(verdict, redaction) + "\n")
                 out.flush()
         finally:
             if judge is not None:

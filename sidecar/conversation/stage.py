@@ -50,14 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
-from sidecar.conversation.state import (
-    MAX_STATE_TURNS,
-    StateEntry,
-    StateRecord,
-    StateTurn,
-    fold,
-    state_key,
-)
+from sidecar.conversation.state import StateEntry, fold
 from sidecar.conversation.store import (
     ConversationStore,
     DecidedConversation,
@@ -66,7 +59,6 @@ from sidecar.conversation.store import (
     Place,
     StoreStats,
 )
-from sidecar.conversation.turns import TurnRecord, parse_turn
 from sidecar.errors import DeliveryError, RecordError, SourceError
 from sidecar.evaluate.pipeline import Case, Fault, Screen
 from sidecar.evaluate.rubric import Rubric
@@ -76,6 +68,8 @@ from sidecar.ingest.offsets import OffsetTracker
 from sidecar.judge import Judge, screen_case
 from sidecar.model import Flag, RecordRef
 from sidecar.settings import ConversationSettings
+from sidecar.wire.state_records import MAX_STATE_TURNS, StateRecord, StateTurn, state_key
+from sidecar.wire.turn_records import TurnRecord, parse_turn
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ from sidecar.judge.service import (
     JudgeService,
 )
 from sidecar.model import Outcome
-from sidecar.wire.records import HumanLabel
+from sidecar.wire.labels import HumanLabel
 
 log = logging.getLogger(__name__)
 

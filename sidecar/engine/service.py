@@ -91,7 +91,7 @@ from sidecar.conversation.stage import (
     TurnSink,
     TurnSource,
 )
-from sidecar.conversation.turns import turn_records
+from sidecar.conversation.turn_builder import turn_records
 from sidecar.engine.offload import Offload, PlanThread
 from sidecar.errors import DecodeError, DeliveryError, PartialDelivery, RecordError, SourceError
 from sidecar.evaluate.capture import CaptureWarnings
@@ -118,7 +118,8 @@ from sidecar.judge.service import same_family
 from sidecar.model import DecideReason, LogRecord, RecordRef, Span, Trace, Transcript
 from sidecar.ports import LabelSource, Record, Sink, Source
 from sidecar.settings import Settings
-from sidecar.wire.records import parse_label
+from sidecar.wire.labels import parse_label
+from sidecar.wire.verdicts import verdict_json
 
 log = logging.getLogger(__name__)
 
@@ -748,6 +749,7 @@ class Service:
 
     def _record(self, verdict: Verdict) -> tuple[str, bytes]:
         """The verdict's span and metrics; its record, keyed by trace id, to be sent."""
+        verdict = dataclasses.replace(verdict, decided_at=time.time_ns())  # decided: emitted now
         try:
             self.spans.emit(verdict)
         # The span is one of three outputs; the metrics and the record still go out.
@@ -760,7 +762,7 @@ class Service:
         self._emitted[verdict.id] = None
         if len(self._emitted) > 100_000:
             self._emitted.popitem(last=False)
-        return verdict.trace_id, verdict.to_json(self._redaction).encode()
+        return verdict.trace_id, verdict_json(verdict, self._redaction).encode()
 
     async def _deliver(self, send: Callable[[], Awaitable[None]]) -> None:
         """Send until Kafka acknowledges: the trace keeps its offsets held meanwhile."""
