@@ -13,8 +13,9 @@ readers consume the same topic, each in its own consumer group:
 
 Each sidecar run writes to its own verdict topic, which is read back after the
 run: every trace must have its verdict record, and the distinct records must be
-byte for byte those a replay of the same records and rubric gives (at-least-once
-redeliveries are counted), and once the run stopped its group's committed
+byte for byte those a replay of the same records and rubric gives, apart from
+``decided_at`` (the service's clock; the replay's is the trace's end plus the
+decision wait) (at-least-once redeliveries are counted), and once the run stopped its group's committed
 offsets must be the topic's end offsets; any difference ends the benchmark with
 exit 1. The summary's ``verdicts=replay`` says both held.
 
@@ -59,7 +60,9 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 
 from bench.bench_replay import replay_verdicts  # noqa: E402
+from bench.verdict_digest import without  # noqa: E402
 from sidecar.evaluate.rubric import load_rubrics  # noqa: E402
+from sidecar.wire.verdicts import verdict_json  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
 from tests.integration.harness import (  # noqa: E402
@@ -178,10 +181,14 @@ async def bare_consumer(bootstrap: str, topic: str, load: Load) -> Result:
         await consumer.stop()
 
 
+# The key the service fills from its clock (``sidecar.wire.verdicts``), left out of the comparison.
+CLOCKED = ("decided_at",)
+
+
 def expected_verdicts(load: Load, rubric_dir: Path) -> list[str]:
     """The replay's verdict records of the same records and rubric, as sorted JSON lines."""
     verdicts = replay_verdicts([record for _, record in load.records], load_rubrics(rubric_dir))
-    return sorted(v.to_json() for v in verdicts)
+    return sorted(without(verdict_json(v), CLOCKED) for v in verdicts)
 
 
 async def read_verdicts(bootstrap: str, topic: str, expect: int) -> list[str]:
@@ -205,7 +212,7 @@ async def read_verdicts(bootstrap: str, topic: str, expect: int) -> list[str]:
 
 def check_verdicts(got: list[str], expected: list[str], what: str) -> str:
     """Every trace's verdict, each the replay's record byte for byte; else exit 1."""
-    distinct = sorted(set(got))
+    distinct = sorted({without(line, CLOCKED) for line in got})
     digest = hashlib.sha256("".join(line + "\n" for line in distinct).encode()).hexdigest()
     if distinct != expected:
         missing = len(set(expected) - set(distinct))

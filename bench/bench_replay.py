@@ -38,6 +38,7 @@ from sidecar.evaluate.sample import Sampler  # noqa: E402
 from sidecar.ingest.assemble import Assembler  # noqa: E402
 from sidecar.ingest.decode import decode  # noqa: E402
 from sidecar.model import DecideReason  # noqa: E402
+from sidecar.wire.verdicts import verdict_json  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import split_requests  # noqa: E402
 from tests.integration.scenario import write_rubrics  # noqa: E402
@@ -84,7 +85,7 @@ def verdict_lines(records: list[bytes], rubrics: list) -> list[str]:  # type: ig
     """The replay's verdict records as JSON lines, sorted by (trace, rubric)."""
     verdicts = replay_verdicts(records, rubrics)
     ordered = sorted(verdicts, key=lambda v: (v.trace_id, v.rubric_id))
-    return [v.to_json() for v in ordered]
+    return [verdict_json(v) for v in ordered]
 
 
 def replay_verdicts(records: list[bytes], rubrics: list) -> list:  # type: ignore[type-arg]

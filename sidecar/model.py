@@ -281,6 +281,10 @@ class Transcript:
     capture: Capture = field(default_factory=Capture)
     # Only LLM calls: no agent span, no tool span (an instrumented client without an agent span).
     llm_only: bool = False
+    # When the trace ran, Unix nanoseconds (sidecar.evaluate.transcript.trace_times); None
+    # when no span says. A conversation's: its first turn's start and its last turn's end.
+    start_unix_nano: int | None = None
+    end_unix_nano: int | None = None
     # A conversation's transcript (sidecar.conversation) holds its turns, in order; () for a trace.
     turns: tuple[Transcript, ...] = ()
 

@@ -10,7 +10,7 @@ block shown to the judge, default 32768 characters, at most 262144) and
 ``judge.max_answer_bytes`` (the judge's HTTP answer, default 262144 bytes).
 
 ``redaction`` says what the verdict and review records keep of the content
-(:mod:`sidecar.wire.redact`): ``content`` keep, hash or drop, and the ``patterns``
+(:mod:`sidecar.wire.redaction`): ``content`` keep, hash or drop, and the ``patterns``
 masked in kept text (default ``[email, card_number]``). A pattern that is
 unknown or does not compile under RE2 is a configuration error naming it.
 """
@@ -28,7 +28,7 @@ from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
 from sidecar.safe_yaml import YamlLimitError
 from sidecar.safe_yaml import load as load_yaml
-from sidecar.wire.redact import DEFAULT_PATTERNS, Content, PatternError, Redaction, masker
+from sidecar.wire.redaction import DEFAULT_PATTERNS, Content, PatternError, Redaction, masker
 
 
 class _Section(BaseModel):

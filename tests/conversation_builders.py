@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sidecar.adapters.prometheus import Metrics
-from sidecar.conversation.turns import TurnRecord
+from sidecar.conversation import turn_builder
 from sidecar.engine.service import Service
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace
 from sidecar.settings import Settings
+from sidecar.wire.turn_records import TurnRecord
 from tests.builders import ToolSpec, genai_trace, rubric, rubric_yaml, trace_id
 from tests.service_rig import ManualClock, quiesce
 
@@ -98,7 +99,7 @@ def turn_record(
 ) -> TurnRecord:
     """The turn record the trace stage writes for ``turn_trace(n, ...)``."""
     trace = turn_trace(n, conversation, user_input, tool_calls, answer, at_s=at_s)
-    return TurnRecord.of(build_transcript(trace), trace, conversation, rubrics)
+    return turn_builder.turn_record(build_transcript(trace), trace, conversation, rubrics)
 
 
 def refund_conversation_yaml(idle_timeout_s: float, checks: Sequence[Mapping[str, Any]]) -> str:

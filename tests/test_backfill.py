@@ -32,7 +32,8 @@ from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
 from sidecar.ports import Record
-from sidecar.wire.redact import DEFAULT_REDACTION
+from sidecar.wire.redaction import DEFAULT_REDACTION
+from sidecar.wire.verdicts import verdict_json
 from tests.builders import rubric, trace_id
 from tests.fakes import MemoryHistory, MemorySink, MemoryTopic
 from tests.otlp_records import span_tree
@@ -288,8 +289,12 @@ async def test_only_traces_from_the_start_time_get_verdicts_marked_backfill() ->
     assert sorted(v.trace_id for v in output.verdicts) == [trace_id(n) for n in range(6, 11)]
     assert all(v.backfill for v in output.verdicts)
     assert all(v.flags == () for v in output.verdicts)  # whole traces, decided complete
-    record = json.loads(output.verdicts[0].to_json())
+    record = json.loads(verdict_json(output.verdicts[0]))
     assert record["backfill"] is True
+    # Decided the assembler's decision wait (5 s) after the trace ended, as live.
+    for v in output.verdicts:
+        assert v.trace_end is not None
+        assert v.decided_at == v.trace_end + 5 * 10**9
     # The live group's offsets did not move; the backfill committed its own end positions.
     assert broker.topic.committed == live
     assert history.commits == [{0: 10, 1: 10}]
@@ -306,7 +311,7 @@ async def test_live_verdict_records_say_nothing_about_backfill() -> None:
     output = Collected()
     await run(broker, output, since=minute(0))
     live = dataclasses.replace(output.verdicts[0], backfill=False)
-    assert "backfill" not in json.loads(live.to_json())
+    assert "backfill" not in json.loads(verdict_json(live))
 
 
 async def test_it_stops_at_the_end_offsets_read_at_start_while_more_is_produced() -> None:

@@ -32,7 +32,8 @@ from sidecar.calibrate.rubric_write import update_rubric_text, write_back
 from sidecar.errors import RubricError
 from sidecar.evaluate.rubric import parse_rubric
 from sidecar.model import Outcome
-from sidecar.wire.records import CriterionRecord, HumanLabel, VerdictRecord
+from sidecar.wire.labels import HumanLabel
+from sidecar.wire.verdicts import CriterionRecord, VerdictRecord
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 P, F, E, S = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED

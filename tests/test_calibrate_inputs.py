@@ -10,7 +10,7 @@ import pytest
 from sidecar.calibrate.inputs import dedupe, parse_adjudications, parse_labels, parse_verdicts
 from sidecar.errors import RecordError
 from sidecar.model import Outcome
-from sidecar.wire.records import VerdictRecord
+from sidecar.wire.verdicts import VerdictRecord
 
 P, F = Outcome.PASS, Outcome.FAIL
 

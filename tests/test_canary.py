@@ -44,7 +44,8 @@ from sidecar.engine.offline import ReplaySummary, collect_traces
 from sidecar.evaluate.rubric import parse_rubric
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import JudgeService
-from sidecar.wire.records import HumanLabel, validate
+from sidecar.wire import validate
+from sidecar.wire.labels import HumanLabel
 from tests.canary_fixtures import (
     ORDERS,
     RUBRIC,

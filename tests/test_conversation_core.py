@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.conversation import turn_builder
 from sidecar.conversation.evaluate import (
     conversation_checks,
     conversation_verdict,
@@ -16,7 +17,7 @@ from sidecar.conversation.group import group_conversations
 from sidecar.conversation.key import MAX_ID_CHARS, conversation_id
 from sidecar.conversation.merged import conversation_transcript
 from sidecar.conversation.store import ConversationReason, ConversationStore
-from sidecar.conversation.turns import MAX_TEXT_CHARS, TurnRecord, parse_turn, turn_records
+from sidecar.conversation.turn_builder import turn_records
 from sidecar.errors import RecordError, RubricError
 from sidecar.evaluate.pipeline import plan
 from sidecar.evaluate.rubric import ConversationSpec, Scope
@@ -25,6 +26,8 @@ from sidecar.evaluate.transcript import build_transcript
 from sidecar.judge import screen_case
 from sidecar.judge.prompt import build_request, quotable_texts
 from sidecar.model import Flag, Outcome, RecordRef
+from sidecar.wire.turn_records import MAX_TEXT_CHARS, TurnRecord, parse_turn
+from sidecar.wire.verdicts import verdict_json
 from tests.builders import rubric, rubric_yaml, transcript
 from tests.conversation_builders import (
     LOOKUP,
@@ -175,7 +178,7 @@ def test_trace_pipeline_leaves_conversation_rubrics_alone() -> None:
 def test_turn_record_round_trips_the_transcript_and_carries_times() -> None:
     trace = turn_trace(7, "c-1", "Where is A17?", [LOOKUP], "It cost $40.", at_s=12)
     t = build_transcript(trace)
-    record = TurnRecord.of(t, trace, "c-1", ["support-conversation"])
+    record = turn_builder.turn_record(t, trace, "c-1", ["support-conversation"])
     again = parse_turn(record.to_bytes())
     assert again == record
     assert again.v == 1
@@ -206,7 +209,7 @@ def test_malformed_turn_records_are_refused(payload: bytes | None, message: str)
 
 def test_turn_record_caps_text_and_flags_truncation() -> None:
     trace = turn_trace(1, "c-1", "x" * (MAX_TEXT_CHARS + 10), [], "ok")
-    record = TurnRecord.of(build_transcript(trace), trace, "c-1", ["r"])
+    record = turn_builder.turn_record(build_transcript(trace), trace, "c-1", ["r"])
     assert record.truncated
     assert record.user_input is not None
     assert record.user_input.endswith("[truncated 10 characters]")
@@ -392,6 +395,13 @@ async def test_conversation_verdict_fields_and_key() -> None:
     first = await conversation_verdict(case, None, conversation_id="s-1", revision=1)
     second = await conversation_verdict(case, None, conversation_id="s-1", revision=2)
     assert first.outcome.value == "acceptable"
+    # When the conversation ran: its first turn's start, its last turn's end.
+    records = refund_turns()
+    assert (first.trace_start, first.trace_end) == (
+        records[0].start_unix_nano,
+        records[1].end_unix_nano,
+    )
+    assert records[0].start_unix_nano < records[0].end_unix_nano < records[1].start_unix_nano
     assert (first.scope, first.conversation_id, first.turns, first.revision) == (
         "conversation",
         "s-1",
@@ -402,7 +412,7 @@ async def test_conversation_verdict_fields_and_key() -> None:
     assert first.trace_id == turns[1].trace_id
     assert first.root_span_ids == (turns[0].root_span_id, turns[1].root_span_id)
     assert first.id != second.id
-    record = json.loads(first.to_json())
+    record = json.loads(verdict_json(first))
     assert {
         k: record[k] for k in ("scope", "conversation_id", "turns", "trace_ids", "revision")
     } == {
@@ -419,7 +429,7 @@ def test_trace_verdict_records_have_no_conversation_fields() -> None:
     _, cases = plan(trace, [rubric(id="per-trace")], Sampler(judge_enabled=False), 0)
     from sidecar.evaluate.pipeline import conclude
 
-    record = json.loads(conclude(cases[0], None).to_json())
+    record = json.loads(verdict_json(conclude(cases[0], None)))
     assert not {"scope", "conversation_id", "turns", "trace_ids", "revision"} & set(record)
 
 

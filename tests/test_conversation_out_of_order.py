@@ -9,9 +9,9 @@ turn 2 may arrive before turn 1.
 from __future__ import annotations
 
 from sidecar.conversation.store import ConversationReason, ConversationStore
-from sidecar.conversation.turns import TurnRecord
 from sidecar.evaluate.rubric import ConversationSpec
 from sidecar.model import Flag, RecordRef
+from sidecar.wire.turn_records import TurnRecord
 from tests.conversation_builders import turn_record
 
 RID = "support-conversation"

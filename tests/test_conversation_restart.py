@@ -19,12 +19,14 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.adapters.prometheus import Metrics
-from sidecar.conversation.state import StateEntry, fold, parse_state, state_key
-from sidecar.conversation.turns import TurnRecord, earlier_user_messages
+from sidecar.conversation.state import fold
+from sidecar.conversation.turn_builder import earlier_user_messages, turn_record
 from sidecar.engine.offload import inline
 from sidecar.engine.service import Service
 from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace
+from sidecar.ports import StateEntry
+from sidecar.wire.state_records import parse_state, state_key
 from tests.conversation_builders import (
     both_stages_round,
     conversation_rubric,
@@ -380,10 +382,10 @@ def test_the_turn_record_counts_earlier_user_messages_of_the_first_llm_call() ->
     assert earlier_user_messages(plain) == 0
     shown = with_history(plain, "Where is order A17?", "And B3?")
     assert earlier_user_messages(shown) == 2
-    record_ = TurnRecord.of(build_transcript(shown), shown, "a", ["support-conversation"])
+    record_ = turn_record(build_transcript(shown), shown, "a", ["support-conversation"])
     assert record_.earlier_user_messages == 2
     assert json.loads(record_.to_bytes())["earlier_user_messages"] == 2
-    bare = TurnRecord.of(build_transcript(plain), plain, "a", ["support-conversation"])
+    bare = turn_record(build_transcript(plain), plain, "a", ["support-conversation"])
     assert "earlier_user_messages" not in json.loads(bare.to_bytes())
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from sidecar.cli import main
 from sidecar.drift.verdict_diff import Kind, diff_verdicts
-from sidecar.wire.records import VerdictRecord, validate
+from sidecar.wire import validate
+from sidecar.wire.verdicts import VerdictRecord
 
 P, F, E, S = "PASS", "FAIL", "ERROR", "SKIPPED"
 

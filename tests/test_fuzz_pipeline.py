@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sidecar.errors import DecodeError
 from sidecar.evaluate.rubric import Rubric
 from sidecar.ingest.decode import decode
-from sidecar.wire.records import VerdictRecord
+from sidecar.wire.verdicts import VerdictRecord
 from tests.fakes import MemoryTopic
 from tests.fuzz_shapes import CONVENTION_SHAPES, otlp_json_records, spans_of
 from tests.fuzz_strategies import FUZZ, embeddable

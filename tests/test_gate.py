@@ -12,7 +12,7 @@ from statsmodels.stats.proportion import proportion_confint
 from sidecar import cli
 from sidecar.calibrate.release_gate import GatePolicy, evaluate_gate
 from sidecar.model import Outcome
-from sidecar.wire.records import CheckRecord, CriterionRecord, VerdictRecord
+from sidecar.wire.verdicts import CheckRecord, CriterionRecord, VerdictRecord
 
 P, F, E, S = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
 

@@ -13,7 +13,7 @@ from sidecar.adapters.prometheus import HELD, Metrics, record_verdict
 from sidecar.calibrate.release_gate import evaluate_gate
 from sidecar.evaluate.verdict import make_verdict
 from sidecar.model import CriterionResult, Outcome, Transcript
-from sidecar.wire.records import CriterionRecord, VerdictRecord
+from sidecar.wire.verdicts import CriterionRecord, VerdictRecord
 
 P, F = Outcome.PASS, Outcome.FAIL
 

@@ -22,6 +22,7 @@ from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
 from sidecar.judge import JudgeResult, Screening
 from sidecar.model import CaseOutcome, CriterionResult, Outcome, Trace, Transcript
+from sidecar.wire.verdicts import verdict_json
 from tests.builders import genai_trace, refund_rubric
 from tests.fakes import MemoryTopic
 from tests.otlp_records import record
@@ -147,7 +148,7 @@ async def test_a_judge_fault_errors_the_criteria_and_keeps_the_message_out() -> 
     assert faults == [Fault("judge", "RuntimeError")]
     assert verdict.outcome is CaseOutcome.ERRORED
     assert {c.reason for c in verdict.criteria} == {"internal_error: RuntimeError"}
-    assert "quote" not in verdict.to_json()
+    assert "quote" not in verdict_json(verdict)
 
 
 async def test_advisory_checks_only_still_give_an_errored_verdict() -> None:

@@ -22,6 +22,7 @@ from sidecar.evaluate.transcript import build_transcript
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
 from sidecar.model import CaseOutcome, DecideReason, Flag, Outcome, SpanKind, Trace
+from sidecar.wire.verdicts import verdict_json
 from tests.builders import MS, genai_trace, span, trace
 
 RUBRIC = Rubric.model_validate(
@@ -161,8 +162,8 @@ async def test_the_verdict_record_names_its_flags_and_unflagged_records_are_unch
     root = span("invoke_agent shop", span_id="a" * 16, end=5 * MS)
     flagged = await verdict_of(trace(root, span("x", span_id="a" * 16, start=MS)))
     plain = await verdict_of(trace(root))
-    assert json.loads(flagged.to_json())["flags"] == ["duplicate_span_ids"]
-    assert "flags" not in json.loads(plain.to_json())
+    assert json.loads(verdict_json(flagged))["flags"] == ["duplicate_span_ids"]
+    assert "flags" not in json.loads(verdict_json(plain))
 
 
 # -- unreadable numbers in evidence -------------------------------------------------------

@@ -31,19 +31,16 @@ from sidecar.adapters.judge_backends import GeminiBackend, OpenAICompatBackend
 from sidecar.adapters.otel import EVENT_NAME, VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics, record_rubrics, record_verdict
 from sidecar.cli import main
-from sidecar.drift.fingerprint import (
-    FingerprintStatus,
-    check_fingerprint,
-    rubric_hash,
-    with_fingerprint,
-)
+from sidecar.drift.fingerprint import FingerprintStatus, check_fingerprint, with_fingerprint
 from sidecar.engine.offline import ReplaySummary, evaluate_traces
 from sidecar.evaluate.rubric import Rubric, parse_rubric
+from sidecar.evaluate.rubric_hash import rubric_hash
 from sidecar.evaluate.sample import Sampler, trace_fraction
 from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.service import Backend, JudgeService
-from sidecar.wire.records import VerdictRecord, read_records
+from sidecar.wire import read_records
+from sidecar.wire.verdicts import VerdictRecord, verdict_json
 from tests import realparts
 from tests.builders import JUDGE_MODEL, genai_trace, refund_rubric, refund_transcript
 from tests.dashboard_queries import ANNOTATION_EXPRS, expand
@@ -436,13 +433,13 @@ async def test_a_version_change_mid_run_shows_on_records_spans_and_metrics() -> 
         spans.emit(verdict)
 
     # Records: the hash on every one, the serving version on the judged ones only.
-    records = [r for _, r in read_records([v.to_json() for v in verdicts], "v", VerdictRecord)]
+    records = [r for _, r in read_records([verdict_json(v) for v in verdicts], "v", VerdictRecord)]
     assert {r.rubric_hash for r in records} == {rubric.content_hash}
     served = [r.judge_model_version for r in records if r.judged]
     assert served == versions
     assert all(r.judge_model_version is None for r in records if not r.judged)
     assert all(
-        "judge_model_version" not in json.loads(v.to_json()) for v in verdicts if not v.judged
+        "judge_model_version" not in json.loads(verdict_json(v)) for v in verdicts if not v.judged
     )
 
     # Spans: the version on the span and on each criterion event, the hash on every event.

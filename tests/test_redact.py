@@ -1,4 +1,4 @@
-"""Redaction of the verdict and review records (sidecar.wire.redact): modes, patterns, settings, wiring."""
+"""Redaction of the verdict and review records (sidecar.wire.redaction): modes, patterns, settings, wiring."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from sidecar.errors import ConfigError
 from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome, Transcript
 from sidecar.settings import RedactionSettings, Settings, load_settings
-from sidecar.wire.records import ReviewRecord, VerdictRecord, read_records
-from sidecar.wire.redact import (
+from sidecar.wire import read_records
+from sidecar.wire.redaction import (
     DEFAULT_REDACTION,
     NO_REDACTION,
     Content,
@@ -27,6 +27,8 @@ from sidecar.wire.redact import (
     content_hash,
     luhn_valid,
 )
+from sidecar.wire.reviews import ReviewRecord
+from sidecar.wire.verdicts import VerdictRecord, verdict_dict, verdict_json
 from tests.builders import span_id, tool_call, transcript
 from tests.service_rig import make_rig, run_until_idle_then_stop
 
@@ -128,8 +130,8 @@ def test_each_mode_on_each_content_field(
 def test_verdict_record_alone_is_redacted_like_the_one_in_the_review_record(
     mode: str, redaction: Redaction, expect: Callable[[str], str | None]
 ) -> None:
-    assert json.loads(VERDICT.to_json(redaction)) == _review(redaction)["verdict"]
-    assert VERDICT.to_record(redaction) == _review(redaction)["verdict"]
+    assert json.loads(verdict_json(VERDICT, redaction)) == _review(redaction)["verdict"]
+    assert verdict_dict(VERDICT, redaction) == _review(redaction)["verdict"]
 
 
 @pytest.mark.parametrize(("mode", "redaction", "expect"), MODES, ids=[m[0] for m in MODES])
@@ -197,7 +199,7 @@ def test_not_captured_stays_not_captured_in_every_mode() -> None:
 
 
 def test_redacted_records_read_back() -> None:
-    lines = [VERDICT.to_json(Redaction.build(m, [])) for m in ("keep", "hash", "drop")]
+    lines = [verdict_json(VERDICT, Redaction.build(m, [])) for m in ("keep", "hash", "drop")]
     records = [r for _, r in read_records(lines, "v", VerdictRecord)]
     assert [r.redacted for r in records] == [None, "hash", "drop"]
     assert {r.key for r in records} == {VERDICT.id}
@@ -214,9 +216,9 @@ def test_nothing_to_redact_writes_the_record_as_before() -> None:
         criteria=(CriterionResult("k", Outcome.PASS, True, "said 42", None),),
         raw_output='{"k": "PASS"}',
     )
-    assert v.to_json() == v.to_json(NO_REDACTION)
+    assert verdict_json(v) == verdict_json(v, NO_REDACTION)
     assert review_record(v, plain, ("audit",)) == review_record(v, plain, ("audit",), NO_REDACTION)
-    assert "redacted" not in v.to_json()
+    assert "redacted" not in verdict_json(v)
 
 
 # -- patterns ------------------------------------------------------------------------------

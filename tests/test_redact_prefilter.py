@@ -7,7 +7,7 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.wire.redact import BUILT_IN_PATTERNS, masker
+from sidecar.wire.redaction import BUILT_IN_PATTERNS, masker
 from tests.fuzz_strategies import FUZZ
 
 PIECES = st.sampled_from(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,34 @@ def test_stdout_is_verdict_records_and_summary_is_on_stderr(
         "(acceptable 6, unacceptable 7); judged 0 (judge off: no credentials); "
         "0 traces matched no rubric"
     )
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@pytest.mark.parametrize(
+    ("config", "wait"),
+    [
+        pytest.param(None, timedelta(seconds=5), id="default-decision-wait"),
+        pytest.param("assembler: {decision_wait_s: 0.25}\n", timedelta(seconds=0.25), id="config"),
+    ],
+)
+def test_replay_decides_each_verdict_the_decision_wait_after_its_trace_ended(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config: str | None, wait: timedelta
+) -> None:
+    settings: list[str | Path] = []
+    if config is not None:
+        (tmp_path / "sidecar.yaml").write_text(config, encoding="utf-8")
+        settings = ["--config", tmp_path / "sidecar.yaml"]
+    _, lines, _ = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS, *settings)
+    assert lines
+    for record in map(json.loads, lines):
+        start, end = _utc(record["trace_start"]), _utc(record["trace_end"])
+        assert start <= end
+        assert _utc(record["decided_at"]) - end == wait
+    again = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS, *settings)[1]
+    assert again == lines
 
 
 def _acceptable_only(tmp_path: Path) -> Path:

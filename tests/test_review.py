@@ -13,7 +13,7 @@ from sidecar.calibrate.review import ReviewPolicy, ReviewTracker, review_reasons
 from sidecar.calibrate.rolling import AgreementKey
 from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import CheckResult, CriterionResult, Outcome
-from sidecar.wire.records import parse_label
+from sidecar.wire.labels import parse_label
 from tests.builders import TRACE_ID, transcript
 
 

@@ -9,7 +9,9 @@ same behaviour on a real broker is in ``tests/integration/test_kafka_*.py``.
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -254,3 +256,26 @@ async def test_shutdown_waits_for_in_flight_traces_only_until_the_timeout(
     assert rig.sent() == []
     assert rig.topic.committed == {0: 0}  # the next owner reads trace 1 again
     assert "1 traces still in flight were not committed" in caplog.text
+
+
+# -- what the verdict record says of time --------------------------------------------------
+
+
+async def test_a_verdict_record_says_when_the_trace_ran_and_when_it_was_decided() -> None:
+    rig = make_rig()
+    rig.topic.append(0, spans(1))
+    before = datetime.now(UTC)
+    async with started(rig):
+        await rig.round()
+        await rig.round(WAIT)
+    after = datetime.now(UTC)
+    ((_, payload),) = rig.sink.verdicts
+    record = json.loads(payload)
+    # The root span ran from 1000 to 2000 ns after the epoch; microseconds are cut.
+    assert (record["trace_start"], record["trace_end"]) == (
+        "1970-01-01T00:00:00.000001Z",
+        "1970-01-01T00:00:00.000002Z",
+    )
+    # Decided by the service's wall clock when it emitted the verdict.
+    decided = datetime.fromisoformat(record["decided_at"])
+    assert before - timedelta(microseconds=1) <= decided <= after

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.evaluate.pipeline import bare_transcript
 from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import ErrorSpan, SpanKind, ToolCall, Trace, Transcript
 from tests.builders import (
@@ -1257,3 +1258,47 @@ def test_structured_agent_output_falls_back_to_the_model_text() -> None:
     )
     transcript = build_transcript(trace(root, llm))
     assert (transcript.user_input, transcript.answer) == ("hi", "Hello!")
+
+
+# --- when the trace ran ------------------------------------------------------------------
+
+_ROOT = span_id(1)
+
+
+@pytest.mark.parametrize(
+    ("spans", "times"),
+    [
+        pytest.param(
+            [
+                span("root", span_id=_ROOT, start=10 * MS, end=50 * MS),
+                span("child", span_id=span_id(2), parent=_ROOT, start=20 * MS, end=60 * MS),
+            ],
+            (10 * MS, 50 * MS),
+            id="the-root-span-s-start-and-end",
+        ),
+        pytest.param(
+            [
+                span("step", span_id=span_id(2), parent="f" * 16, start=20 * MS, end=30 * MS),
+                span("step", span_id=span_id(3), parent="f" * 16, start=15 * MS, end=40 * MS),
+            ],
+            (15 * MS, 40 * MS),
+            id="no-root-earliest-start-latest-end",
+        ),
+        pytest.param(
+            [
+                span("root", span_id=_ROOT, start=10 * MS, end=0),
+                span("child", span_id=span_id(2), parent=_ROOT, start=12 * MS, end=30 * MS),
+            ],
+            (10 * MS, 30 * MS),
+            id="a-root-without-end-takes-the-latest-end",
+        ),
+        pytest.param([span("root", span_id=_ROOT, start=0, end=0)], (None, None), id="no-timing"),
+        pytest.param([], (None, None), id="no-spans"),
+    ],
+)
+def test_transcript_times(spans: list[Any], times: tuple[int | None, int | None]) -> None:
+    t = build_transcript(trace(*spans))
+    assert (t.start_unix_nano, t.end_unix_nano) == times
+    # The stand-in for a trace whose transcript failed knows the same times.
+    bare = bare_transcript(trace(*spans))
+    assert (bare.start_unix_nano, bare.end_unix_nano) == times

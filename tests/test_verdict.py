@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -7,8 +8,9 @@ from typing import Any
 import pytest
 
 from sidecar import __version__
-from sidecar.evaluate.verdict import case_outcome, idempotency_key, make_verdict
+from sidecar.evaluate.verdict import case_outcome, decided_after, idempotency_key, make_verdict
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome
+from sidecar.wire.verdicts import verdict_json
 from tests.builders import transcript
 
 PASS, FAIL, ERROR, SKIPPED = Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.SKIPPED
@@ -94,7 +96,15 @@ DESIGN_KEYS = {
     "checks": list,
     "criteria": list,
 }
-ALWAYS_EXTRAS = {"truncated": bool, "sidecar_version": str}
+# The version, and when the trace ran and the verdict was decided (null when unknown).
+ALWAYS_EXTRAS = {
+    "v": int,
+    "trace_start": (str, type(None)),
+    "trace_end": (str, type(None)),
+    "decided_at": (str, type(None)),
+    "truncated": bool,
+    "sidecar_version": str,
+}
 
 
 def verdict(**overrides: Any) -> Any:
@@ -128,13 +138,14 @@ def test_make_verdict_fills_provenance_and_outcome() -> None:
 
 
 def test_record_has_exactly_the_design_keys_with_their_types() -> None:
-    line = verdict().to_json()
+    line = verdict_json(verdict())
     assert "\n" not in line
     record = json.loads(line)
     assert set(record) == set(DESIGN_KEYS) | set(ALWAYS_EXTRAS)
     for key, kind in {**DESIGN_KEYS, **ALWAYS_EXTRAS}.items():
         assert isinstance(record[key], kind), key
     assert record == {
+        "v": 1,
         "id": idempotency_key(*KEY),
         "trace_id": KEY[0],
         "root_span_id": "b7ad6b7169203331",
@@ -143,6 +154,9 @@ def test_record_has_exactly_the_design_keys_with_their_types() -> None:
         "judge_model": "gemini-2.5-flash",
         "agent": "refund-agent",
         "agent_version": "1.4.2",
+        "trace_start": None,
+        "trace_end": None,
+        "decided_at": None,
         "outcome": "unacceptable",
         "judged": True,
         "sample_reason": "ratio",
@@ -178,7 +192,7 @@ def test_record_has_exactly_the_design_keys_with_their_types() -> None:
     ],
 )
 def test_record_optional_extras(overrides: dict[str, Any], extra: dict[str, str]) -> None:
-    record = json.loads(verdict(**overrides).to_json())
+    record = json.loads(verdict_json(verdict(**overrides)))
     assert set(record) == set(DESIGN_KEYS) | set(ALWAYS_EXTRAS) | set(extra)
     assert {k: record[k] for k in extra} == extra
 
@@ -195,9 +209,34 @@ def test_record_of_unjudged_case_without_agent() -> None:
         judged=False,
         sample_reason="not_sampled",
     )
-    record = json.loads(v.to_json())
+    record = json.loads(verdict_json(v))
     assert (record["root_span_id"], record["agent"], record["agent_version"]) == (None, None, None)
     assert record["outcome"] == "acceptable"
     assert record["criteria"] == [
         {"name": "polite", "outcome": "SKIPPED", "gate": True, "reason": "not_sampled"}
     ]
+
+
+def test_the_verdict_carries_when_its_trace_ran_and_is_decided_after_it() -> None:
+    timed = transcript(trace_id=KEY[0], start_unix_nano=10 * 10**9, end_unix_nano=12 * 10**9)
+    v = make_verdict(
+        timed,
+        rubric_id="r",
+        rubric_version="1",
+        judge_model="j",
+        checks=[],
+        criteria=[],
+        judged=False,
+        sample_reason="not_sampled",
+    )
+    assert (v.trace_start, v.trace_end, v.decided_at) == (10 * 10**9, 12 * 10**9, None)
+    assert decided_after(v, 5.0).decided_at == 17 * 10**9
+    assert decided_after(v, 0.25).decided_at == 12_250_000_000
+    untimed = dataclasses.replace(v, trace_end=None)
+    assert decided_after(untimed, 5.0).decided_at is None
+    record = json.loads(verdict_json(decided_after(v, 5.0)))
+    assert (record["trace_start"], record["trace_end"], record["decided_at"]) == (
+        "1970-01-01T00:00:10.000000Z",
+        "1970-01-01T00:00:12.000000Z",
+        "1970-01-01T00:00:17.000000Z",
+    )

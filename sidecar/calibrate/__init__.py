@@ -3,7 +3,7 @@
 Modules, in the order data flows through them:
 
 - ``stats``        kappa, agreement, balanced accuracy and F1, Wilson intervals (from counts)
-- ``inputs``       label, adjudication and verdict lines -> records (models in ``sidecar.wire.records``)
+- ``inputs``       label, adjudication and verdict lines -> records (models in ``sidecar.wire.labels`` and ``sidecar.wire.verdicts``)
 - ``calibrate``    labels and verdicts -> per-criterion judge-vs-human report
 - ``report``       terminal table, Markdown, confusion-matrix PNGs
 - ``rubric_write`` the ``calibration:`` block and ``gate: false`` written back into a rubric

@@ -45,7 +45,8 @@ from typing import Any
 from sidecar.calibrate.inputs import dedupe
 from sidecar.calibrate.stats import Confusion
 from sidecar.model import Outcome
-from sidecar.wire.records import HumanLabel, VerdictRecord
+from sidecar.wire.labels import HumanLabel
+from sidecar.wire.verdicts import VerdictRecord
 
 DEFAULT_KAPPA_THRESHOLD = 0.4
 DEFAULT_HELD_OUT_SHARE = 0.5

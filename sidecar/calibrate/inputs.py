@@ -1,11 +1,11 @@
 """The inputs of calibration and the gate, from already-read JSON lines (the command opens the files).
 
-- human labels (:class:`~sidecar.wire.records.HumanLabel`, the one label rule of
-  :mod:`sidecar.wire.records`; here the ``rater`` is required); a rater giving two
+- human labels (:class:`~sidecar.wire.labels.HumanLabel`, the one label rule of
+  :mod:`sidecar.wire.labels`; here the ``rater`` is required); a rater giving two
   different labels to one item is an error;
-- adjudications (:class:`~sidecar.wire.records.Adjudication`) that settle items the
+- adjudications (:class:`~sidecar.wire.labels.Adjudication`) that settle items the
   raters disagreed on; two different labels for one item are an error;
-- verdict records (:class:`~sidecar.wire.records.VerdictRecord`); a label's
+- verdict records (:class:`~sidecar.wire.verdicts.VerdictRecord`); a label's
   ``case_id`` is the record's ``trace_id``. At-least-once delivery repeats
   records, so :func:`dedupe` keeps the first per idempotency key.
 
@@ -19,7 +19,9 @@ from types import MappingProxyType
 
 from sidecar.errors import RecordError
 from sidecar.model import Outcome
-from sidecar.wire.records import Adjudication, HumanLabel, VerdictRecord, read_records
+from sidecar.wire import read_records
+from sidecar.wire.labels import Adjudication, HumanLabel
+from sidecar.wire.verdicts import VerdictRecord
 
 # Inter-rater agreement and the per-rater consistency check need to know who labelled.
 _REQUIRE_RATER: Mapping[str, object] = MappingProxyType({"require_rater": True})

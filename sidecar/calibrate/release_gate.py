@@ -34,7 +34,7 @@ from typing import Any
 from sidecar.calibrate.inputs import dedupe
 from sidecar.calibrate.stats import wilson_interval, z_score
 from sidecar.model import Outcome
-from sidecar.wire.records import CheckRecord, CriterionRecord, VerdictRecord
+from sidecar.wire.verdicts import CheckRecord, CriterionRecord, VerdictRecord
 
 DEFAULT_MIN_LOWER_BOUND = 0.8
 DEFAULT_MAX_ERROR_RATE = 0.03

@@ -8,9 +8,9 @@ Routing (a case may have several reasons; it is published once):
 - ``audit``: a deterministic random share of judged cases (hash of the trace
   id with its own salt, so it is independent of the sampling decision).
 
-Labels come back as :class:`~sidecar.wire.records.HumanLabel` records
+Labels come back as :class:`~sidecar.wire.labels.HumanLabel` records
 (``{"trace_id", "criterion", "rater", "label": PASS|FAIL}``, read by
-:func:`sidecar.wire.records.parse_label` under the one label rule). Each is paired
+:func:`sidecar.wire.labels.parse_label` under the one label rule). Each is paired
 with the judge's verdict on that case and criterion (trace ids compared in
 lower case), remembered in a bounded LRU of reviewed cases, or, when the label
 echoes them, from ``rubric_id``, ``rubric_version``, ``judge_model`` and
@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from sidecar.calibrate.rolling import AgreementKey, RollingAgreement
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome, Transcript
-from sidecar.wire.records import HumanLabel, ReviewRecord
-from sidecar.wire.redact import DEFAULT_REDACTION, Redaction
+from sidecar.wire.labels import HumanLabel
+from sidecar.wire.redaction import DEFAULT_REDACTION, Redaction
+from sidecar.wire.reviews import review_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,8 @@ def review_record(
     reasons: tuple[str, ...],
     redaction: Redaction = DEFAULT_REDACTION,
 ) -> bytes:
-    """The message for the review topic (:class:`~sidecar.wire.records.ReviewRecord`), redacted."""
-    return ReviewRecord.of(verdict, transcript, reasons, redaction).to_json().encode("utf-8")
+    """The message for the review topic (:mod:`sidecar.wire.reviews`), redacted."""
+    return review_json(verdict, transcript, reasons, redaction).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)

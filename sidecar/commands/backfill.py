@@ -63,7 +63,7 @@ from sidecar.ingest.assemble import Assembler, AssemblerStats
 from sidecar.ports import OutRecord, RecordSink
 from sidecar.retry import Backoff
 from sidecar.settings import Settings, load_settings
-from sidecar.wire.redact import Redaction
+from sidecar.wire.redaction import Redaction
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,7 @@ from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
 from sidecar.settings import load_settings
+from sidecar.wire.verdicts import verdict_json
 
 
 def register(subparsers: Any) -> None:
@@ -143,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if judge is None:
         raise ConfigError(judge_credentials_hint())
     verdicts = asyncio.run(_judge(judge, canary_cases(rubric, traces)))
+    decided = time.time_ns()  # the canary's verdicts are decided now, whenever the traces ran
+    verdicts = [dataclasses.replace(v, decided_at=decided) for v in verdicts]
     try:
         report = canary_report(
             rubric,
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if args.verdicts:
         redaction = settings.redaction.policy()
-        records = "".join(v.to_json(redaction) + "\n" for v in verdicts)
+        records = "".join(verdict_json(v, redaction) + "\n" for v in verdicts)
         write_output(args.verdicts, records, sys.stdout)
     if args.json_out:
         text = json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"

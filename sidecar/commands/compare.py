@@ -56,7 +56,7 @@ from sidecar.judge.pairwise import (
 )
 from sidecar.judge.service import JudgeService
 from sidecar.settings import load_settings
-from sidecar.wire.records import parse_pairs
+from sidecar.wire.pairs import parse_pairs
 
 Sleep = Callable[[float], Awaitable[None]]
 

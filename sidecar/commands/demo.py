@@ -24,7 +24,7 @@ from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import JudgeSettings
 from sidecar.model import CaseOutcome, Outcome
-from sidecar.wire.redact import DEFAULT_REDACTION
+from sidecar.wire.redaction import DEFAULT_REDACTION
 
 # Below this the table wraps into tall rows; pipes and CI logs get this width.
 _MIN_WIDTH = 120

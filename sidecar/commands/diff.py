@@ -27,7 +27,7 @@ from sidecar.calibrate.release_gate import DEFAULT_CONFIDENCE
 from sidecar.commands._io import consoles, read_lines
 from sidecar.drift.verdict_diff import DiffReport, DiffRow, Kind, Side, diff_verdicts
 from sidecar.errors import InputFileError, UsageError
-from sidecar.wire.records import VerdictRecord
+from sidecar.wire.verdicts import VerdictRecord
 
 
 def register(subparsers: Any) -> None:

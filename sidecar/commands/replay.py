@@ -66,6 +66,7 @@ def handle(args: argparse.Namespace) -> int:
                 judge=judge,
                 summary=summary,
                 concurrency=settings.judge.concurrency,
+                decision_wait_s=settings.assembler.decision_wait_s,
             ):
                 for verdict in verdicts:
                     for record in emitter.verdict(verdict):

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from sidecar.conversation.store import ConversationReason, DecidedConversation, HeldTurn, ordered
-from sidecar.conversation.turns import TurnRecord
 from sidecar.evaluate.rubric import ConversationSpec
+from sidecar.wire.turn_records import TurnRecord
 
 
 def group_conversations(

@@ -13,6 +13,7 @@ the judge read:
   with the reason, when any turn's is unknown);
 - ``trace_id``, ``root_span_id``, agent, resource and root attributes: the
   last turn's, where the verdict span goes;
+- times: the first turn's start and the last turn's end;
 - models and conventions: each once, in order of first use; tokens summed;
 - ``truncated`` and ``flags``: any turn's, plus the conversation's own (e.g.
   ``decided_early``); a conversation flagged ``partial`` (judged without some
@@ -67,5 +68,7 @@ def conversation_transcript(turns: Sequence[Transcript], flags: Iterable[Flag] =
         truncated=any(t.truncated for t in turns) or Flag.PARTIAL in all_flags,
         flags=tuple(dict.fromkeys(all_flags)),
         latency_error=latency_error,
+        start_unix_nano=turns[0].start_unix_nano,
+        end_unix_nano=last.end_unix_nano,
         turns=tuple(turns),
     )

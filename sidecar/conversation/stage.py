@@ -49,13 +49,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
-from sidecar.conversation.state import (
-    MAX_STATE_TURNS,
-    StateRecord,
-    StateTurn,
-    fold,
-    state_key,
-)
+from sidecar.conversation.state import fold
 from sidecar.conversation.store import (
     ConversationStore,
     DecidedConversation,
@@ -64,7 +58,6 @@ from sidecar.conversation.store import (
     Place,
     StoreStats,
 )
-from sidecar.conversation.turns import TurnRecord, parse_turn
 from sidecar.engine.deliver import Deliverer
 from sidecar.engine.emit import Emitter
 from sidecar.errors import RecordError, SourceError
@@ -87,6 +80,8 @@ from sidecar.telemetry import (
     TurnRead,
     TurnsReread,
 )
+from sidecar.wire.state_records import MAX_STATE_TURNS, StateRecord, StateTurn, state_key
+from sidecar.wire.turn_records import TurnRecord, parse_turn
 
 log = logging.getLogger(__name__)
 

@@ -50,9 +50,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sidecar.conversation.merged import conversation_transcript
-from sidecar.conversation.turns import TurnRecord
 from sidecar.evaluate.rubric import ConversationSpec
 from sidecar.model import Flag, RecordRef, Transcript
+from sidecar.wire.turn_records import TurnRecord
 
 Key = tuple[str, str]  # (rubric id, conversation id)
 

@@ -50,7 +50,7 @@ from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.service import JudgeService
 from sidecar.model import Outcome
 from sidecar.telemetry import CANARY, CanaryCriterion, CanaryRan, FaultRaised, Telemetry
-from sidecar.wire.records import HumanLabel
+from sidecar.wire.labels import HumanLabel
 
 log = logging.getLogger(__name__)
 

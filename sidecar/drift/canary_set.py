@@ -52,7 +52,8 @@ from sidecar.evaluate.transcript import build_transcript
 from sidecar.evaluate.verdict import Verdict
 from sidecar.judge import Judge, screen_case
 from sidecar.model import Outcome, Trace
-from sidecar.wire.records import HumanLabel, VerdictRecord
+from sidecar.wire.labels import HumanLabel
+from sidecar.wire.verdicts import VerdictRecord
 
 CANARY = "canary"  # the verdicts' sample_reason
 

@@ -38,7 +38,7 @@ from sidecar.calibrate.inputs import dedupe
 from sidecar.calibrate.release_gate import DEFAULT_CONFIDENCE, Tally
 from sidecar.calibrate.stats import Interval, wilson_interval, z_score
 from sidecar.model import Outcome
-from sidecar.wire.records import VerdictRecord
+from sidecar.wire.verdicts import VerdictRecord
 
 # Provenance fields compared between the files, per rubric.
 PROVENANCE_FIELDS = (

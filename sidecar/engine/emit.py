@@ -2,6 +2,8 @@
 
 For each verdict, :meth:`Emitter.verdict`:
 
+0. stamps ``decided_at`` (the wall clock) on a verdict that has none, so the
+   span, the metrics, the record and the review case all carry the same time;
 1. records the verdict span in the evaluated trace (``spans``; a failure is
    counted and the other outputs still go out);
 2. reports the verdict (:class:`~sidecar.telemetry.VerdictEmitted`, with the
@@ -17,13 +19,14 @@ deliverer without commits, replay by printing the verdict records.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sidecar.calibrate.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
-from sidecar.conversation.turns import turn_records
+from sidecar.conversation.turn_builder import turn_records
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Trace, Transcript
@@ -36,7 +39,8 @@ from sidecar.telemetry import (
     TurnsPublished,
     VerdictEmitted,
 )
-from sidecar.wire.redact import DEFAULT_REDACTION, Redaction
+from sidecar.wire.redaction import DEFAULT_REDACTION, Redaction
+from sidecar.wire.verdicts import verdict_json
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,7 @@ class Emitter:
         turns_topic: str | None = None,
         conversation_rubrics: Sequence[Rubric] = (),
         emitted_memory: int = 100_000,
+        wall_clock_ns: Callable[[], int] | None = None,
     ) -> None:
         self.spans = spans
         self.telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
@@ -73,11 +78,15 @@ class Emitter:
         self.turns_topic = turns_topic or None
         self.conversation_rubrics = [r for r in conversation_rubrics if r.conversational]
         self.emitted_memory = emitted_memory
+        # Stamps ``decided_at`` on verdicts that come without one (the live service's).
+        self.wall_clock_ns = wall_clock_ns
         # Idempotency keys of recent verdicts: a repeat is an at-least-once redelivery.
         self._emitted: OrderedDict[str, None] = OrderedDict()
 
     def verdict(self, verdict: Verdict, transcript: Transcript | None = None) -> list[OutRecord]:
         """Span and telemetry now; the verdict record and any review case, to be delivered."""
+        if verdict.decided_at is None and self.wall_clock_ns is not None:
+            verdict = dataclasses.replace(verdict, decided_at=self.wall_clock_ns())
         span_id: str | None = None
         if self.spans is not None:
             try:
@@ -96,7 +105,7 @@ class Emitter:
         records: list[OutRecord] = []
         key = verdict.trace_id.encode("ascii")
         if self.verdict_topic is not None:
-            payload = verdict.to_json(self.redaction).encode()
+            payload = verdict_json(verdict, self.redaction).encode()
             records.append(OutRecord(RecordKind.VERDICT, self.verdict_topic, key, payload))
         if self.review is not None and transcript is not None:
             reasons = review_reasons(verdict, self.review.policy)

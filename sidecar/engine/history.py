@@ -21,8 +21,9 @@ decides them at the end of its files (:func:`sidecar.engine.offline.end_of_input
 The traces are evaluated by :func:`sidecar.engine.offline.stream_verdicts` (the
 pipeline's ``plan`` and ``judge_cases``), ``concurrency`` at a time; reading
 waits while every slot is taken. Each verdict goes to :class:`Output` with
-``backfill`` set; once every one is acknowledged, the end positions are
-committed to the backfill's own group.
+``backfill`` set, decided (``decided_at``) the assembler's ``decision_wait``
+after its trace's end, as live; once every one is acknowledged, the end
+positions are committed to the backfill's own group.
 
 Time arguments (:func:`parse_time`): ISO-8601 (a time without a zone is UTC),
 ``now``, or a time ago: ``30s``, ``30m``, ``2h``, ``1d``, ``1w``, also with a
@@ -250,6 +251,7 @@ async def backfill(
             summary=summary.evaluation,
             clock=clock,
             concurrency=concurrency,
+            decision_wait_s=assembler.decision_wait,
         ):
             for verdict in verdicts:
                 await output.emit(dataclasses.replace(verdict, backfill=True))

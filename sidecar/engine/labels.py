@@ -1,6 +1,6 @@
 """The labels loop: human labels read back and paired with the judge's verdicts.
 
-Each label (the labels topic, :func:`sidecar.wire.records.parse_label`) is
+Each label (the labels topic, :func:`sidecar.wire.labels.parse_label`) is
 matched to a reviewed case the :class:`~sidecar.calibrate.review.ReviewTracker`
 remembers (or to the judge's echo it carries); the rolling judge-human
 agreement of its (rubric, version, judge model, criterion) is reported. A
@@ -17,7 +17,7 @@ from sidecar.calibrate.review import ReviewTracker
 from sidecar.errors import RecordError
 from sidecar.ports import LabelReader
 from sidecar.telemetry import AgreementChanged, LabelRead, Telemetry
-from sidecar.wire.records import parse_label
+from sidecar.wire.labels import parse_label
 
 log = logging.getLogger(__name__)
 

@@ -44,18 +44,19 @@ from pathlib import Path
 
 from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
 from sidecar.conversation.group import group_conversations
-from sidecar.conversation.turns import TurnRecord, turn_records
+from sidecar.conversation.turn_builder import turn_records
 from sidecar.errors import DecodeError, SidecarError
 from sidecar.evaluate.capture import CaptureWarnings
 from sidecar.evaluate.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
-from sidecar.evaluate.verdict import Verdict
-from sidecar.ingest.assemble import Assembler
+from sidecar.evaluate.verdict import Verdict, decided_after
+from sidecar.ingest.assemble import DECISION_WAIT_S, Assembler
 from sidecar.ingest.decode import Encoding
 from sidecar.ingest.decode_logs import Decoded, decode_signal
 from sidecar.judge import Judge, screen_case
 from sidecar.model import DecideReason, Trace
+from sidecar.wire.turn_records import TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,7 @@ async def stream_verdicts(
     now: float = 0.0,
     clock: Callable[[], float] | None = None,
     concurrency: int = 1,
+    decision_wait_s: float = DECISION_WAIT_S,
 ) -> AsyncIterator[tuple[int, list[Verdict]]]:
     """Each trace's verdicts (with the trace's index), as soon as they are decided.
 
@@ -208,6 +210,9 @@ async def stream_verdicts(
     verdicts, so a slow reader or a slow caller bounds the work held here.
     The order is the order they finish in. ``clock``, when given, is the
     sampler's time (budgets per minute and day); else ``now`` for every trace.
+    Each verdict is decided (``decided_at``) ``decision_wait_s`` after its
+    trace's end, as the service would have decided it, so the same input gives
+    the same records on every run.
     A :class:`~sidecar.errors.SidecarError` raised by ``traces`` is raised
     here once the traces already taken are done.
     """
@@ -233,7 +238,8 @@ async def stream_verdicts(
             summary.turns_without_key += len(without_key)
             if not cases and not records and not without_key:
                 summary.unrouted_traces += 1
-            verdicts = await judge_cases(cases, judge, on_fault=summary.fault)
+            judged = await judge_cases(cases, judge, on_fault=summary.fault)
+            verdicts = [decided_after(v, decision_wait_s) for v in judged]
         # The pipeline isolates faults per case; this is the last resort, and the replay goes on.
         except Exception as exc:
             log.exception("evaluating trace %s failed; it has no verdict", trace.trace_id)
@@ -296,7 +302,7 @@ async def stream_verdicts(
             )
             summary.conversations += 1
             count([verdict])
-            yield fed + number, [verdict]
+            yield fed + number, [decided_after(verdict, decision_wait_s)]
 
     if judge is None and not isinstance(traces, AsyncIterable):
         # Nothing to wait for: each trace in turn, without a task and a queue per trace
@@ -345,6 +351,7 @@ async def evaluate_traces(
     summary: ReplaySummary,
     now: float = 0.0,
     concurrency: int = 1,
+    decision_wait_s: float = DECISION_WAIT_S,
 ) -> list[Verdict]:
     """Every verdict, in the order of ``traces`` (``stream_verdicts`` collected)."""
     by_trace: dict[int, list[Verdict]] = {}
@@ -356,6 +363,7 @@ async def evaluate_traces(
         summary=summary,
         now=now,
         concurrency=concurrency,
+        decision_wait_s=decision_wait_s,
     ):
         by_trace[index] = verdicts
     return [v for index in sorted(by_trace) for v in by_trace[index]]

@@ -143,6 +143,7 @@ class Service:
             turns_topic=c.topic if conversations_on else None,
             conversation_rubrics=self.conversation_rubrics,
             emitted_memory=settings.emitted_memory,
+            wall_clock_ns=lambda: round(wall_clock() * 1e9),
         )
         self.sampler = build_sampler(settings.sampling, judge_enabled=judge is not None)
         a = settings.assembler

@@ -51,7 +51,7 @@ from sidecar.errors import JudgeUnavailable
 from sidecar.evaluate.checks import run_checks
 from sidecar.evaluate.rubric import Rubric, Scope, route
 from sidecar.evaluate.sample import SampleDecision, Sampler
-from sidecar.evaluate.transcript import build_transcript
+from sidecar.evaluate.transcript import build_transcript, trace_times
 from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.judge import Judge, JudgeResult, Screening, all_error, screen_case
 from sidecar.model import (
@@ -224,12 +224,15 @@ def bare_transcript(trace: Trace) -> Transcript:
     """What is known of a trace without reading it: ids, and the root's resource and attributes."""
     roots = [s for s in trace.spans if s.parent_span_id is None]
     root: Span | None = roots[0] if roots else (trace.spans[0] if trace.spans else None)
+    start, end = trace_times(trace.spans, roots[0] if roots else None)
     return Transcript(
         trace_id=trace.trace_id,
         root_span_id=root.span_id if root is not None else None,
         resource=root.resource if root is not None else {},
         root_attributes=root.attributes if root is not None else {},
         truncated=trace.truncated or trace.partial,
+        start_unix_nano=start,
+        end_unix_nano=end,
     )
 
 

@@ -6,7 +6,7 @@ start-up; every problem is reported with the file name and the field path, e.g.
 types' own models, registered in ``sidecar.evaluate.checks``.
 
 Every rubric validated from a document knows its content hash
-(``Rubric.content_hash``, :func:`sidecar.drift.fingerprint.rubric_hash` of that
+(``Rubric.content_hash``, :func:`sidecar.evaluate.rubric_hash.rubric_hash` of that
 document); ``fingerprint:`` records the hash a version had.
 
 Loading is bounded (:mod:`sidecar.safe_yaml`): a file whose aliases would
@@ -39,10 +39,10 @@ from pydantic import (
     model_validator,
 )
 
-from sidecar.drift.fingerprint import HASH_LENGTH, rubric_hash
 from sidecar.errors import RubricError
 from sidecar.evaluate.checks import CheckSpec, about_tools
 from sidecar.evaluate.checks.base import Name
+from sidecar.evaluate.rubric_hash import HASH_LENGTH, rubric_hash
 from sidecar.safe_yaml import YamlLimitError
 from sidecar.safe_yaml import load as load_yaml
 
@@ -202,7 +202,7 @@ class Rubric(_Strict):
 
     @property
     def content_hash(self) -> str:
-        """12 hex of SHA-256 over the normalised document (``sidecar.drift.fingerprint``)."""
+        """12 hex of SHA-256 over the normalised document (:mod:`sidecar.evaluate.rubric_hash`)."""
         # Read from the private-attribute dict: ``self._content_hash`` goes through
         # pydantic's __getattr__ (about 4 us), and this is read once per verdict.
         private = self.__pydantic_private__ or {}

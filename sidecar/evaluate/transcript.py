@@ -26,6 +26,9 @@ Precedence, written out once:
 - tokens: only the innermost spans that report usage, so an agent span that
   sums its LLM calls, or a framework span around a client span, is not
   counted twice.
+- times (``start_unix_nano``, ``end_unix_nano``; :func:`trace_times`): the
+  root span's start and end, else the earliest start and latest end of the
+  spans.
 
 What cannot be read honestly is flagged (``Transcript.flags``) and left
 missing, so the checks and the judge that need it say ERROR:
@@ -93,7 +96,7 @@ from sidecar.model import (
     new_tool_call,
 )
 
-__all__ = ["build_transcript", "error_message"]
+__all__ = ["build_transcript", "error_message", "trace_times"]
 
 _REFERENCE_KEYS = ("eval.reference", "gen_ai.evaluation.reference")
 
@@ -141,6 +144,7 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
     incomplete = not _root_arrived(root)
     duplicates = _duplicate_ids(spans)
     latency_ms, latency_error = _latency(root_span, incomplete, root_span.span_id in duplicates)
+    start, end = trace_times(spans, None if incomplete else root_span)
     flags = _flags(
         trace,
         incomplete=incomplete,
@@ -193,7 +197,25 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         llm_only=bool(llm_calls)
         and not agents
         and not any(s.reading is not None and s.reading.role is Role.TOOL for s in steps),
+        start_unix_nano=start,
+        end_unix_nano=end,
     )
+
+
+def trace_times(spans: Sequence[Span], root: Span | None) -> tuple[int | None, int | None]:
+    """(start, end) of a trace in Unix nanoseconds, from its spans.
+
+    The root span's start and end; without a root (it never arrived), or where
+    the root does not say, the earliest start and the latest end of the
+    spans. OTLP's 0 means "not set": None when no span says.
+    """
+    start = root.start_time_unix_nano if root is not None else 0
+    end = root.end_time_unix_nano if root is not None else 0
+    if not start:
+        start = min((s.start_time_unix_nano for s in spans if s.start_time_unix_nano), default=0)
+    if not end:
+        end = max((s.end_time_unix_nano for s in spans), default=0)
+    return start or None, end or None
 
 
 def error_message(span: Span) -> str:

@@ -10,7 +10,18 @@ Non-gating (advisory) results are reported but never change the outcome.
 SKIPPED criteria (not judged) do not count. Checks and criteria stay in
 separate columns; nothing is averaged.
 
-The record written for each verdict is :class:`sidecar.wire.records.VerdictRecord`.
+The record written for each verdict is built by :func:`sidecar.wire.verdicts.verdict_json`;
+this module knows nothing of it.
+
+Times, as Unix nanoseconds (``None`` when unknown):
+
+- ``trace_start``, ``trace_end``: when the trace ran (the transcript's
+  ``start_unix_nano`` and ``end_unix_nano``: its root span's start and end,
+  else the earliest start and latest end of its spans; a conversation's first
+  turn's start and last turn's end), set by :func:`make_verdict`;
+- ``decided_at``: when the verdict was decided. The pipeline leaves it unset;
+  whoever emits the verdict sets it (the service: its wall clock; replay and
+  backfill: the trace's end plus the decision wait, :func:`decided_after`).
 
 Provenance beside rubric id, version and judge model (DESIGN 13):
 
@@ -35,15 +46,13 @@ idempotency key is :func:`conversation_key`. Trace verdicts leave them out.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sidecar import __version__
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
-from sidecar.wire.records import VerdictRecord, record_json
-from sidecar.wire.redact import DEFAULT_REDACTION, Redaction
 
 
 def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
@@ -119,14 +128,18 @@ class Verdict:
     revision: int | None = None
     # Each turn's root span id, in turn order (the verdict span links to them); not in the record.
     root_span_ids: tuple[str | None, ...] = ()
+    # Unix nanoseconds (see the module docstring).
+    trace_start: int | None = None
+    trace_end: int | None = None
+    decided_at: int | None = None
 
-    def to_record(self, redaction: Redaction = DEFAULT_REDACTION) -> dict[str, Any]:
-        """The verdict record of DESIGN 7 as plain JSON values (:class:`VerdictRecord`)."""
-        return VerdictRecord.dump(self, redaction)
 
-    def to_json(self, redaction: Redaction = DEFAULT_REDACTION) -> str:
-        """The verdict record as one JSON line, content redacted (:mod:`sidecar.wire.redact`)."""
-        return record_json(VerdictRecord.dump(self, redaction))
+def decided_after(verdict: Verdict, wait_s: float) -> Verdict:
+    """``verdict`` decided ``wait_s`` after its trace ended (replay, backfill); unset without an end."""
+    end = verdict.trace_end
+    return dataclasses.replace(
+        verdict, decided_at=None if end is None else end + round(wait_s * 1e9)
+    )
 
 
 def make_verdict(
@@ -168,4 +181,6 @@ def make_verdict(
         raw_output=raw_output,
         rubric_hash=rubric_hash,
         judge_model_version=judge_model_version,
+        trace_start=transcript.start_unix_nano,
+        trace_end=transcript.end_unix_nano,
     )

@@ -112,13 +112,17 @@ def _is_root(span: Span, span_ids: Container[str], root_spans: RootSpans) -> boo
     return span.kind in (SpanKind.SERVER, SpanKind.INTERNAL) and root_spans.matches(span)
 
 
+# Seconds without a new span after the root ended before a trace is decided (the default).
+DECISION_WAIT_S = 5.0
+
+
 class Assembler:
     """Bounded per-trace span buffer with a deterministic decision rule."""
 
     def __init__(
         self,
         *,
-        decision_wait: float = 5.0,
+        decision_wait: float = DECISION_WAIT_S,
         max_trace_age: float = 120.0,
         max_open_traces: int = 50_000,
         max_spans_per_trace: int = 2_000,

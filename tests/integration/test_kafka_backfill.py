@@ -29,7 +29,7 @@ from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
 from sidecar.settings import KafkaSettings
-from sidecar.wire.redact import DEFAULT_REDACTION
+from sidecar.wire.redaction import DEFAULT_REDACTION
 from tests.integration.harness import (
     committed_offsets,
     consume_all,

@@ -1,7 +1,7 @@
 """Redaction of content in the verdict and review records: one policy, pure functions.
 
 A :class:`Redaction` says what happens to every free-text content field of
-the records (:mod:`sidecar.wire.records`):
+the records (:mod:`sidecar.wire.verdicts`, :mod:`sidecar.wire.reviews`):
 
 - verdict record: ``raw_output`` (the judge's answer), each criterion's
   ``evidence`` and each check's ``detail`` (details may quote the answer,
