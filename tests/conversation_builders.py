@@ -13,7 +13,7 @@ from typing import Any
 
 from sidecar.adapters.prometheus import Metrics
 from sidecar.conversation import turn_builder
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace

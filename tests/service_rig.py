@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.adapters.prometheus import Metrics
 from sidecar.engine.offload import inline
-from sidecar.engine.service import Decoder, Service
+from sidecar.engine.replica import Decoder, Service
 from sidecar.evaluate.rubric import Rubric
 from sidecar.ingest.decode import decode
 from sidecar.judge import Judge

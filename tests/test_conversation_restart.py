@@ -22,7 +22,7 @@ from sidecar.adapters.prometheus import Metrics
 from sidecar.conversation.state import fold
 from sidecar.conversation.turn_builder import earlier_user_messages, turn_record
 from sidecar.engine.offload import inline
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.evaluate.transcript import build_transcript
 from sidecar.model import Trace
 from sidecar.ports import StateEntry

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sidecar.adapters.otel import VerdictSpans
 from sidecar.adapters.prometheus import Metrics
 from sidecar.engine.offload import inline
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.evaluate.rubric import Rubric
 from sidecar.model import Trace
 from tests.builders import rubric

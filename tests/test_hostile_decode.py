@@ -19,7 +19,7 @@ import pytest
 
 from sidecar.bounds import MAX_NESTING
 from sidecar.cli import main
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.errors import DecodeError
 from sidecar.evaluate.rubric import Rubric
 from sidecar.ingest.decode import Encoding, decode

@@ -24,7 +24,7 @@ from typing import Any
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import Metrics
 from sidecar.engine.offload import inline
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.evaluate.rubric import Rubric
 from sidecar.ingest.handover import Handover
 from sidecar.model import DecideReason, Trace

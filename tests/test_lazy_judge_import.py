@@ -10,7 +10,7 @@ PROBE = """
 import sys
 import sidecar.cli
 sidecar.cli.build_parser()  # every command module, as `sidecar run` loads them
-import sidecar.engine.service, sidecar.commands.run
+import sidecar.engine.replica, sidecar.commands.run
 from sidecar.settings import JudgeSettings
 from sidecar.commands._wiring import build_judge
 assert build_judge(JudgeSettings(), None, environ={}) is None

@@ -241,7 +241,7 @@ async def test_shutdown_waits_for_in_flight_traces_only_until_the_timeout(
     rig.topic.append(0, spans(1))
     rig.sink.fail(1_000)  # never acknowledged
 
-    with caplog.at_level(logging.WARNING, logger="sidecar.engine.service"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.engine.replica"):
         await run_until_idle_then_stop(rig, advance=20.0)
 
     after_stop = rig.journal[rig.journal.index("stop") :]

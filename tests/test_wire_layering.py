@@ -117,16 +117,3 @@ def test_the_core_knows_no_record_format(path: Path) -> None:
         f"{module_name(path)} imports {found}; the emitter turns verdicts into records, "
         "or list the module in WIRE_READERS with the record it reads"
     )
-
-
-# File names that two modules share, listed so they stay visible (a name says what a module is).
-KNOWN_SHARED_NAMES = {"service.py": "sidecar/engine/service.py and sidecar/judge/service.py"}
-
-
-def test_module_file_names_are_distinct() -> None:
-    seen: dict[str, list[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        if path.name != "__init__.py":
-            seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
-    shared = {name: sorted(paths) for name, paths in seen.items() if len(paths) > 1}
-    assert set(shared) == set(KNOWN_SHARED_NAMES), shared

@@ -28,7 +28,7 @@ from sidecar.adapters.workers import (
 from sidecar.commands._wiring import build_judge
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
-from sidecar.engine.service import Service
+from sidecar.engine.replica import Service
 from sidecar.errors import UsageError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings

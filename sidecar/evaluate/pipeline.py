@@ -10,7 +10,7 @@ Two steps, so the caller can count what was planned before the judge runs::
 case for injection once and takes the sampling decision (which may depend on
 that screening). ``judge_cases`` sends each sampled case with its screening
 to the judge and concludes its :class:`~sidecar.evaluate.verdict.Verdict`. No Kafka,
-no metrics: the callers (``sidecar.engine.service``, ``sidecar.engine.offline``) do those.
+no metrics: the callers (``sidecar.engine.replica``, ``sidecar.engine.offline``) do those.
 
 What the evidence cannot support is ERROR, never guessed: a rubric that
 expects an agent run (``Rubric.expects_agent_run``) given a trace that is one

@@ -8,7 +8,7 @@ The service composes parts and delegates:
 - the **conversation engine**, when some rubric has ``scope: conversation``
   and ``conversations.enabled``: the same engine with
   :mod:`sidecar.conversation.stage`, reading ``eval_turns`` in its own group;
-- the **labels loop** (:mod:`sidecar.engine.labels`), when review is enabled;
+- the **labels loop** (:mod:`sidecar.engine.label_loop`), when review is enabled;
 - one :class:`~sidecar.engine.emit.Emitter` and one
   :class:`~sidecar.engine.deliver.Deliverer` shared by both engines, and one
   planning thread (:mod:`sidecar.engine.offload`), so the sampler's budget is
@@ -46,7 +46,7 @@ from sidecar.conversation.stage import ConversationBuffer, ConversationWork
 from sidecar.conversation.store import DecidedConversation
 from sidecar.engine.deliver import Deliverer
 from sidecar.engine.emit import Emitter, Review
-from sidecar.engine.labels import LabelLoop
+from sidecar.engine.label_loop import LabelLoop
 from sidecar.engine.offload import Offload, PlanThread
 from sidecar.engine.partitions import EngineSettings, PartitionEngine
 from sidecar.engine.traces import Decoder, LogDecoder, TraceBuffer, TraceWork
