@@ -320,6 +320,14 @@ class Metrics:
             ["field"],
             registry=r,
         )
+        self.content_unreadable = Counter(
+            "sidecar_content_unreadable_total",
+            "Traces evaluated with content captured in a shape no reader understands, by "
+            "field (input|answer|tool_calls|tool_call_arguments|tool_call_results); the "
+            "warning log names the attribute or event and the span.",
+            ["field"],
+            registry=r,
+        )
         self.fragment_traces = Counter(
             "sidecar_fragment_traces_total",
             "Traces that are one LLM call without an agent span, under a rubric that "

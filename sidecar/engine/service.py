@@ -691,6 +691,8 @@ class Service:
             self.metrics.flagged_traces.labels(flag=flag.value).inc()
         for content in transcript.capture.missing:
             self.metrics.content_not_captured.labels(field=content.value).inc()
+        for content in transcript.capture.unreadable_fields:
+            self.metrics.content_unreadable.labels(field=content.value).inc()
         self._capture_warnings.note(transcript)
         for case in cases:
             if is_fragment(case.rubric, case.transcript):

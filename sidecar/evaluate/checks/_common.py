@@ -50,9 +50,12 @@ def no_answer(transcript: Transcript) -> Finding:
     return errored(transcript.capture.reason(ContentField.ANSWER))
 
 
+_UNSEEN = (Captured.NOT_CAPTURED, Captured.UNREADABLE)
+
+
 def calls_unseen(transcript: Transcript) -> bool:
-    """The model asked for tool calls the trace does not show (content capture off)."""
-    return transcript.capture.tool_calls is Captured.NOT_CAPTURED
+    """The model asked for tool calls the trace does not show (capture off, or unreadable)."""
+    return transcript.capture.tool_calls in _UNSEEN
 
 
 def unseen_calls(transcript: Transcript) -> Finding:
