@@ -338,3 +338,17 @@ def test_the_judge_is_not_asked_about_an_unreadable_case() -> None:
     assert gap is not None
     assert gap[0] == UNREADABLE_SHAPE
     assert "gen_ai.output.messages" in gap[1]
+
+
+def test_a_trace_that_only_defines_an_agent_has_nothing_to_capture() -> None:
+    """LangGraph under OpenLLMetry records building the graph as a trace of its own."""
+    built = span(
+        "create_agent refund-agent",
+        attrs={"gen_ai.operation.name": "create_agent", "gen_ai.agent.name": "refund-agent"},
+        resource={"service.name": "refund-agent"},
+    )
+    transcript = build_transcript(trace(built))
+    assert transcript.capture.missing == ()
+    assert transcript.capture.advice == ""
+    assert transcript.capture.answer is Captured.NOT_APPLICABLE
+    assert transcript.agent_name == "refund-agent"

@@ -130,13 +130,22 @@ def read_capture(
     requested = sum(1 for c in tool_calls if c.span_id is None)
     calls_state = _state(bool(tool_calls), unseen > 0 or unknown)
     incomplete = unseen > 0 or unknown
+    # A trace with no model call, no tool and no agent run (only the definition of an
+    # agent, say) had no input or answer to capture: no setting would bring one.
+    ran = bool(llm or tools) or any(r is not None and r.role is Role.AGENT for _, r in steps)
     capture = Capture(
-        input=Captured.CAPTURED if user_input is not None else Captured.NOT_CAPTURED,
+        input=(
+            Captured.CAPTURED
+            if user_input is not None
+            else Captured.NOT_CAPTURED
+            if ran
+            else Captured.NOT_APPLICABLE
+        ),
         answer=(
             Captured.CAPTURED
             if answer is not None
             else Captured.NOT_APPLICABLE
-            if answer_unknown
+            if answer_unknown or not ran
             else Captured.NOT_CAPTURED
         ),
         tool_calls=calls_state,

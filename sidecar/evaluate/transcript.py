@@ -637,20 +637,15 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
                 history=True,
             )
             by_name: dict[str, list[str | None]] = {}
-            # Requests still unanswered in the history: a result that names neither call
-            # id nor tool (OpenLLMetry's tool message events) answers the next of them.
-            pending: list[ToolRequest] = []
+            anonymous = False
             for message in reading.inputs:
-                if message.tool_requests:
-                    pending = list(message.tool_requests)
                 for response in message.tool_responses:
                     if response.call_id is not None:
                         results_by_id[response.call_id] = response.result
-                        pending = [r for r in pending if r.call_id != response.call_id]
-                    elif response.name is None and pending:
-                        answered = pending.pop(0)
-                        if answered.call_id is not None:
-                            results_by_id.setdefault(answered.call_id, response.result)
+                    elif response.name is None:
+                        anonymous = True
+            if anonymous:
+                _pair_by_order(reading.inputs, results_by_id)
             for message in turn:
                 for response in message.tool_responses:
                     if response.call_id is None and response.name is not None:
@@ -679,6 +674,22 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
             (when, new_tool_call(request.name, request.call_id, request.arguments, result=result))
         )
     return calls
+
+
+def _pair_by_order(messages: Sequence[Message], results_by_id: dict[str, str | None]) -> None:
+    """Results naming neither call id nor tool (OpenLLMetry's tool message events) answer
+    the requests still unanswered before them, in order."""
+    pending: list[ToolRequest] = []
+    for message in messages:
+        if message.tool_requests:
+            pending = list(message.tool_requests)
+        for response in message.tool_responses:
+            if response.call_id is not None:
+                pending = [r for r in pending if r.call_id != response.call_id]
+            elif response.name is None and pending:
+                answered = pending.pop(0)
+                if answered.call_id is not None:
+                    results_by_id.setdefault(answered.call_id, response.result)
 
 
 def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:

@@ -69,7 +69,10 @@ _MISSING_PARENT = "f" * 16
 
 def join_logs(spans: Sequence[Span], logs: Sequence[LogRecord]) -> tuple[Span, ...]:
     """``spans`` with the content of ``logs`` folded in (see the module docstring)."""
-    spans = [_with_details(span) if span.events else span for span in spans]
+    for span in spans:
+        if span.events:  # a loop, not any(): most traces have no events to look at
+            spans = [_with_details(span) if span.events else span for span in spans]
+            break
     useful = [log for log in logs if log.event_name == DETAILS_EVENT or _is_message(log)]
     if not useful:
         return tuple(spans)

@@ -47,6 +47,8 @@ def no_answer(transcript: Transcript) -> Finding:
     if Flag.INCOMPLETE in transcript.flags:
         # The answer is read from the root (or the last LLM call under it): not seen yet.
         return errored("answer unknown: the root span never arrived")
+    if transcript.capture.answer is Captured.NOT_APPLICABLE:
+        return errored("no answer: the trace holds no agent run, model call or tool call")
     return errored(transcript.capture.reason(ContentField.ANSWER))
 
 

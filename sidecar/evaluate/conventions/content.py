@@ -51,6 +51,7 @@ from sidecar.evaluate.conventions.messages import (
     parse_message,
     parse_messages,
 )
+from sidecar.fastrecord import record_builder
 from sidecar.model import Attributes, AttrValue, Span, SpanEvent
 
 __all__ = [
@@ -71,6 +72,7 @@ RESULT = "result"
 # What redaction settings write instead of content (OpenInference's OPENINFERENCE_HIDE_*,
 # Strands' gen_ai_unredacted_attributes): content withheld, never text.
 REDACTED = frozenset({"__REDACTED__", "[REDACTED]", "<redacted>"})
+_LONGEST_PLACEHOLDER = 32
 
 # Per-message events: the role each gives its message.
 _EVENT_ROLES = {
@@ -96,6 +98,7 @@ class SpanMessages:
 
 
 _NOTHING = SpanMessages()
+new_span_messages = record_builder(SpanMessages)  # one per model call span (sidecar.fastrecord)
 
 
 def carries_messages(span: Span) -> bool:
@@ -109,7 +112,32 @@ def span_messages(span: Span, memo: MessageMemo | None = None) -> SpanMessages:
     """The input and output messages of ``span``, by the precedence in the module docstring."""
     attrs = span.attributes
     events = span.events
-    if not events and _MESSAGE_KEYS.isdisjoint(attrs):
+    # The common case, both sides in the current attributes and readable, read in one go.
+    value_in = attrs.get("gen_ai.input.messages")
+    value_out = attrs.get("gen_ai.output.messages")
+    # A placeholder is short; message lists are long JSON text or structured values.
+    if (
+        value_in is not None
+        and value_out is not None
+        and not (isinstance(value_in, str) and len(value_in) <= _LONGEST_PLACEHOLDER)
+        and not (isinstance(value_out, str) and len(value_out) <= _LONGEST_PLACEHOLDER)
+    ):
+        inputs = parse_messages(value_in, "user", memo)
+        outputs = parse_messages(value_out, "assistant", memo)
+        # Readable when the first message of each side has content (inlined: per model call).
+        if inputs and outputs:
+            first_in, first_out = inputs[0], outputs[0]
+            if (
+                first_in.text is not None
+                or first_in.tool_requests != ()
+                or first_in.tool_responses != ()
+            ) and (
+                first_out.text is not None
+                or first_out.tool_requests != ()
+                or first_out.tool_responses != ()
+            ):
+                return new_span_messages(inputs, outputs, ())
+    elif not events and _MESSAGE_KEYS.isdisjoint(attrs):
         return _NOTHING
     unreadable: list[str] = []
     inputs = _first_readable(
@@ -129,7 +157,7 @@ def span_messages(span: Span, memo: MessageMemo | None = None) -> SpanMessages:
         outputs = _from_events(events, _OUTPUT_EVENTS, memo, OUTPUT, unreadable)
     if inputs is None and outputs is None and not unreadable:
         return _NOTHING
-    return SpanMessages(inputs, outputs, tuple(unreadable))
+    return new_span_messages(inputs, outputs, tuple(unreadable))
 
 
 def tool_content(
@@ -137,11 +165,20 @@ def tool_content(
 ) -> tuple[str | None, str | None, tuple[str, ...]]:
     """(arguments, result, unreadable carriers) of the tool call ``span`` executed."""
     attrs = span.attributes
-    unreadable: list[str] = []
-    arguments = _plain(attrs.get("gen_ai.tool.call.arguments"), json_text)
-    result = _plain(attrs.get("gen_ai.tool.call.result"), block_text)
+    # Long text is the common case: no placeholder, and (unless it starts a list) no blocks.
+    value = attrs.get("gen_ai.tool.call.arguments")
+    if isinstance(value, str) and len(value) > _LONGEST_PLACEHOLDER:
+        arguments: str | None = text_of(value)
+    else:
+        arguments = None if value is None or _withheld(value) else json_text(value)
+    value = attrs.get("gen_ai.tool.call.result")
+    if isinstance(value, str) and len(value) > _LONGEST_PLACEHOLDER and value[0] == "{":
+        result: str | None = text_of(value)
+    else:
+        result = None if value is None or _withheld(value) else block_text(value)
     if arguments is not None and result is not None:
         return arguments, result, ()
+    unreadable: list[str] = []
     messages = _tool_messages(span, memo)
     if arguments is None:
         arguments = _requested(messages.inputs, call_id)
@@ -164,7 +201,17 @@ def tool_content(
 
 
 def _redacted(value: AttrValue | object) -> bool:
-    return isinstance(value, str) and value.strip() in REDACTED
+    # Placeholders are short: a long text is not stripped (copied) to find out.
+    return (
+        isinstance(value, str) and len(value) <= _LONGEST_PLACEHOLDER and value.strip() in REDACTED
+    )
+
+
+def _withheld(value: AttrValue | object) -> bool:
+    # ADK sets an empty mapping when capture is off; redaction writes a placeholder.
+    if isinstance(value, str):
+        return len(value) <= _LONGEST_PLACEHOLDER and value.strip() in REDACTED
+    return value == {}
 
 
 def _plain(value: AttrValue | object, read: object) -> str | None:
@@ -176,10 +223,13 @@ def _plain(value: AttrValue | object, read: object) -> str | None:
 
 
 def _readable(messages: tuple[Message, ...] | None) -> bool:
-    return messages is not None and (
-        not messages
-        or any(m.text is not None or m.tool_requests or m.tool_responses for m in messages)
-    )
+    """Something was read: an empty list of messages, or a message with content."""
+    if messages is None:
+        return False
+    for message in messages:
+        if message.text is not None or message.tool_requests or message.tool_responses:
+            return True
+    return not messages
 
 
 def _first_readable(
@@ -295,7 +345,7 @@ def _tool_messages(span: Span, memo: MessageMemo | None) -> SpanMessages:
     unreadable: list[str] = []
     inputs = _first_readable(attrs, ("gen_ai.input.messages",), "tool", memo, ARGUMENTS, unreadable)
     outputs = _first_readable(attrs, ("gen_ai.output.messages",), "tool", memo, RESULT, unreadable)
-    return SpanMessages(inputs, outputs, tuple(unreadable))
+    return new_span_messages(inputs, outputs, tuple(unreadable))
 
 
 def _requested(messages: tuple[Message, ...] | None, call_id: str | None) -> str | None:

@@ -276,9 +276,18 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
     return None
 
 
+_LIST_OR_SPACE = "[ \t\n\r"
+
+
 def block_text(value: object) -> str | None:
     """Text of a tool result: the text of its blocks when it is a list of them, else as recorded."""
-    data = parse_json(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        # Most results are an object or plain text: told by their first character.
+        if value[:1] not in _LIST_OR_SPACE or not value[:64].lstrip().startswith("["):
+            return text_of(value)
+        data = parse_json(value)
+    else:
+        data = value
     # Only a list: a result object that happens to have a "text" key keeps all its fields.
     blocks = _content_parts(data) if isinstance(data, list) else None
     if blocks is None:

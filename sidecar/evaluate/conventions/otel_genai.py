@@ -86,7 +86,7 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
             name=name, call_id=call_id, arguments=arguments, result=result, span_id=span.span_id
         )
         return new_reading(OTEL_GENAI, Role.TOOL, tool=tool, unreadable=unreadable)
-    if op in ("invoke_agent", "create_agent", "invoke_workflow"):
+    if op in ("invoke_agent", "invoke_workflow"):
         messages = span_messages(span, memo)
         inputs, outputs = messages.inputs, messages.outputs
         return new_reading(
@@ -100,6 +100,8 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
             unreadable=messages.unreadable,
         )
+    # create_agent defines an agent (LangGraph under OpenLLMetry records building the
+    # graph as a trace of its own); it runs nothing, so it is no agent span.
     return new_reading(OTEL_GENAI, Role.OTHER)
 
 
