@@ -5,6 +5,8 @@
 #   SIDECAR_VENV      the project's virtualenv                           (<repo>/.venv)
 #   SIDECAR_ADK_VENV  google-adk's own virtualenv for the agent tests    (<repo>/.venv-adk)
 #   SIDECAR_OPENAI_VENV  openai + instrumentations, for the agent tests  (<repo>/.venv-openai)
+#   SIDECAR_PYDANTIC_AI_VENV, SIDECAR_STRANDS_VENV, SIDECAR_OPENAI_AGENTS_VENV,
+#   SIDECAR_LANGGRAPH_VENV  one per further agent stack       (<repo>/.venv-<stack>)
 # Nothing here writes inside the repository except the virtualenvs.
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,6 +14,12 @@ export SIDECAR_CACHE="${SIDECAR_CACHE:-$HOME/.cache/sidecar}"
 export SIDECAR_VENV="${SIDECAR_VENV:-$root/.venv}"
 export SIDECAR_ADK_VENV="${SIDECAR_ADK_VENV:-$root/.venv-adk}"
 export SIDECAR_OPENAI_VENV="${SIDECAR_OPENAI_VENV:-$root/.venv-openai}"
+export SIDECAR_PYDANTIC_AI_VENV="${SIDECAR_PYDANTIC_AI_VENV:-$root/.venv-pydantic-ai}"
+export SIDECAR_STRANDS_VENV="${SIDECAR_STRANDS_VENV:-$root/.venv-strands}"
+export SIDECAR_OPENAI_AGENTS_VENV="${SIDECAR_OPENAI_AGENTS_VENV:-$root/.venv-openai-agents}"
+export SIDECAR_LANGGRAPH_VENV="${SIDECAR_LANGGRAPH_VENV:-$root/.venv-langgraph}"
+# The agent stacks of tests/test_live_stacks.py (scripts/bootstrap names).
+agent_stacks="pydantic-ai strands openai-agents langgraph"
 
 # The uv release that installs the locked environments (uv.lock).
 uv_version="0.13.8"

@@ -199,6 +199,11 @@ class Captured(enum.StrEnum):
     CAPTURED = "captured"
     NOT_CAPTURED = "not_captured"
     NOT_APPLICABLE = "not_applicable"  # e.g. tool arguments of a run that called no tool
+    # The producer captured it, in a shape no reader understands (reason unreadable_shape).
+    UNREADABLE = "unreadable"
+
+
+UNREADABLE_SHAPE = "unreadable_shape"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +220,9 @@ class Capture:
     whose calls cannot be seen at all, a lower bound of the calls missing.
     ``advice``: the producer setting that captures what is missing, named from
     the instrumentation that emitted the spans ("" when nothing is missing).
+    A field is ``UNREADABLE`` when its carrier is on the trace but in a shape
+    no reader understands: ``unreadable`` names the carrier and the span, and
+    no setting is advised, since capture is on.
     """
 
     input: Captured = Captured.CAPTURED
@@ -225,6 +233,7 @@ class Capture:
     requested_tool_calls: int = 0
     unseen_tool_calls: int = 0
     advice: str = ""
+    unreadable: str = ""
 
     def state(self, content: ContentField) -> Captured:
         state: Captured = getattr(self, content.value)
@@ -234,11 +243,30 @@ class Capture:
     def missing(self) -> tuple[ContentField, ...]:
         return tuple(f for f in _CONTENT_FIELDS if self.state(f) is Captured.NOT_CAPTURED)
 
+    @property
+    def unreadable_fields(self) -> tuple[ContentField, ...]:
+        return tuple(f for f in _CONTENT_FIELDS if self.state(f) is Captured.UNREADABLE)
+
     def reason(self, *fields: ContentField) -> str:
-        """``tool call results not captured; set ...``: the ERROR detail for ``fields``."""
+        """``tool call results not captured; set ...``: the ERROR detail for ``fields``.
+
+        Fields captured in an unreadable shape say so instead (``unreadable_shape``).
+        """
+        unreadable = [f for f in fields if self.state(f) is Captured.UNREADABLE]
+        if unreadable:
+            names = " and ".join(f.value.replace("_", " ") for f in unreadable)
+            return f"{names} {self.unreadable_note}"
         names = " and ".join(f.value.replace("_", " ") for f in fields) or "content"
         advice = f"; {self.advice}" if self.advice else ""
         return f"{names} not captured{advice}"
+
+    @property
+    def unreadable_note(self) -> str:
+        """``unreadable_shape: ...``, what follows a field's name when its shape is not read."""
+        return (
+            f"{UNREADABLE_SHAPE}: captured ({self.unreadable}) in a shape sidecar does not "
+            "read; no capture setting needs changing"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -295,7 +295,7 @@ def test_tool_parameters_schema_is_not_taken_for_arguments() -> None:
 # --- the registry: a convention left out anywhere fails here ----------------------------------
 
 # The modules every reader shares; every other module of the package is one convention.
-SHARED_MODULES = {"attributes", "memo", "messages", "reading"}
+SHARED_MODULES = {"attributes", "content", "memo", "messages", "reading"}
 
 
 def _convention_modules() -> dict[str, ModuleType]:

@@ -66,8 +66,11 @@ def _uv() -> str:
     return str(uv)
 
 
+AGENT_ENVS = sorted((ROOT / "tests" / "agents").glob("*_env"))
+
+
 @pytest.mark.parametrize(
-    "project", [ROOT, ROOT / "tests" / "agents" / "adk_env"], ids=["sidecar", "adk_env"]
+    "project", [ROOT, *AGENT_ENVS], ids=["sidecar", *(p.name for p in AGENT_ENVS)]
 )
 def test_lock_matches_pyproject(project: Path) -> None:
     # Resolution reads package metadata from the index (or uv's cache); writes nothing.

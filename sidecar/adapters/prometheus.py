@@ -293,6 +293,14 @@ class Metrics:
             ["field"],
             registry=r,
         )
+        self.content_unreadable = Counter(
+            "sidecar_content_unreadable_total",
+            "Traces evaluated with content captured in a shape no reader understands, by "
+            "field (input|answer|tool_calls|tool_call_arguments|tool_call_results); the "
+            "warning log names the attribute or event and the span.",
+            ["field"],
+            registry=r,
+        )
         self.fragment_traces = Counter(
             "sidecar_fragment_traces_total",
             "Traces that are one LLM call without an agent span, under a rubric that "
@@ -408,6 +416,8 @@ class Metrics:
                     self.flagged_traces.labels(flag=flag).inc()
                 for content in event.transcript.capture.missing:
                     self.content_not_captured.labels(field=content.value).inc()
+                for content in event.transcript.capture.unreadable_fields:
+                    self.content_unreadable.labels(field=content.value).inc()
                 for case in event.cases:
                     if case.fragment:
                         self.fragment_traces.labels(rubric=case.rubric).inc()

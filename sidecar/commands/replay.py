@@ -121,6 +121,9 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
     if summary.not_captured:
         fields = ", ".join(f"{k} {v}" for k, v in sorted(summary.not_captured.items()))
         print(f"replay: content not captured by the producer ({fields})", file=err)
+    if summary.unreadable:
+        fields = ", ".join(f"{k} {v}" for k, v in sorted(summary.unreadable.items()))
+        print(f"replay: content captured in a shape sidecar does not read ({fields})", file=err)
     for problem in summary.bad_records[:20]:
         print(f"replay: skipped undecodable record {problem}", file=err)
     if len(summary.bad_records) > 20:

@@ -79,6 +79,8 @@ class ReplaySummary:
     flags: dict[str, int] = field(default_factory=dict)
     # Traces by content field their producer did not capture (sidecar.evaluate.capture).
     not_captured: dict[str, int] = field(default_factory=dict)
+    # ... and by field captured in a shape no reader understands.
+    unreadable: dict[str, int] = field(default_factory=dict)
     capture_warnings: CaptureWarnings = field(default_factory=CaptureWarnings, repr=False)
     conversations: int = 0
     turns_without_key: int = 0
@@ -232,6 +234,8 @@ async def stream_verdicts(
                 summary.flags[flag.value] = summary.flags.get(flag.value, 0) + 1
             for content in transcript.capture.missing:
                 summary.not_captured[content] = summary.not_captured.get(content, 0) + 1
+            for content in transcript.capture.unreadable_fields:
+                summary.unreadable[content] = summary.unreadable.get(content, 0) + 1
             summary.capture_warnings.note(transcript)
             records, without_key = turn_records(trace, transcript, conversational)
             turns.extend(records)

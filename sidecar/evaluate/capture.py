@@ -16,6 +16,11 @@
 - tool arguments and results: captured when every call has them (a failed
   call has no result by nature) and no call is unseen.
 
+A field missing although a carrier of it is on the trace in a shape no
+reader understands (``Reading.unreadable``) is ``UNREADABLE`` instead, the
+carrier and its span named in ``Capture.unreadable``: the content was
+captured, and no setting is advised for it.
+
 ``advice`` names the setting that captures content for the instrumentation
 that emitted the spans, read from their instrumentation scopes
 (:data:`ADVICE`); checks and judge put it in their ERROR reasons, and
@@ -60,6 +65,15 @@ ADVICE: tuple[tuple[str, str], ...] = (
         "openinference",
         "unset OPENINFERENCE_HIDE_INPUTS, OPENINFERENCE_HIDE_OUTPUTS and the other "
         "OPENINFERENCE_HIDE_* content settings in the agent",
+    ),
+    (
+        "pydantic-ai",
+        "keep include_content=True (the default) in the agent's InstrumentationSettings",
+    ),
+    (
+        "strands.telemetry",
+        "drop gen_ai_unredacted_attributes from OTEL_SEMCONV_STABILITY_OPT_IN in the agent "
+        "(or list the content attributes in it)",
     ),
     ("opentelemetry.instrumentation", "set TRACELOOP_TRACE_CONTENT=true in the agent"),
     ("traceloop", "set TRACELOOP_TRACE_CONTENT=true in the agent"),
@@ -116,13 +130,22 @@ def read_capture(
     requested = sum(1 for c in tool_calls if c.span_id is None)
     calls_state = _state(bool(tool_calls), unseen > 0 or unknown)
     incomplete = unseen > 0 or unknown
+    # A trace with no model call, no tool and no agent run (only the definition of an
+    # agent, say) had no input or answer to capture: no setting would bring one.
+    ran = bool(llm or tools) or any(r is not None and r.role is Role.AGENT for _, r in steps)
     capture = Capture(
-        input=Captured.CAPTURED if user_input is not None else Captured.NOT_CAPTURED,
+        input=(
+            Captured.CAPTURED
+            if user_input is not None
+            else Captured.NOT_CAPTURED
+            if ran
+            else Captured.NOT_APPLICABLE
+        ),
         answer=(
             Captured.CAPTURED
             if answer is not None
             else Captured.NOT_APPLICABLE
-            if answer_unknown
+            if answer_unknown or not ran
             else Captured.NOT_CAPTURED
         ),
         tool_calls=calls_state,
@@ -138,8 +161,39 @@ def read_capture(
     )
     if not capture.missing:
         return capture
+    capture = _unreadable(capture, steps)
+    if not capture.missing:
+        return capture
     scopes = [span.scope_name for span, r in steps if r is not None and r.role is not Role.OTHER]
     return replace(capture, advice=advice_for(list(dict.fromkeys(scopes))))
+
+
+# Which fields a carrier of each side feeds (Reading.unreadable is "side:carrier").
+_SIDE_FIELDS: dict[str, tuple[ContentField, ...]] = {
+    "input": (ContentField.INPUT, ContentField.TOOL_CALL_RESULTS),
+    "output": (ContentField.ANSWER, ContentField.TOOL_CALLS, ContentField.TOOL_CALL_ARGUMENTS),
+    "arguments": (ContentField.TOOL_CALL_ARGUMENTS,),
+    "result": (ContentField.TOOL_CALL_RESULTS,),
+}
+
+
+def _unreadable(capture: Capture, steps: Sequence[tuple[Span, Reading | None]]) -> Capture:
+    """Missing fields whose carrier is present but unreadable become ``UNREADABLE``."""
+    where: dict[ContentField, str] = {}
+    for span, reading in steps:
+        if reading is None or not reading.unreadable:
+            continue
+        for carrier in reading.unreadable:
+            side, _, name = carrier.partition(":")
+            for content in _SIDE_FIELDS.get(side, ()):
+                where.setdefault(content, f"{name} on span {span.name!r} {span.span_id}")
+    changed = {
+        content.value: Captured.UNREADABLE for content in capture.missing if content in where
+    }
+    if not changed:
+        return capture
+    first = next(where[c] for c in capture.missing if c in where)
+    return replace(capture, unreadable=first, **changed)  # type: ignore[arg-type]
 
 
 def _state(present: bool, missing: bool) -> Captured:
@@ -178,8 +232,11 @@ def tools_offered(span: Span) -> bool:
 class CaptureWarnings:
     """Logs, once per agent and field, that content was not captured and what to set.
 
+    Content captured in a shape no reader understands is logged the same way,
+    once per agent and field, naming the carrier and never advising a setting.
     Bounded: after ``limit`` distinct (agent, field) pairs it stays quiet (the
-    metric ``sidecar_content_not_captured_total`` still counts every trace).
+    metrics ``sidecar_content_not_captured_total`` and
+    ``sidecar_content_unreadable_total`` still count every trace).
     """
 
     def __init__(self, limit: int = 1000, logger: logging.Logger | None = None) -> None:
@@ -190,10 +247,22 @@ class CaptureWarnings:
     def note(self, transcript: Transcript) -> list[ContentField]:
         """Warn about the fields of ``transcript`` not yet warned about for its agent."""
         agent = transcript.agent_name or "unknown"
-        new = [f for f in transcript.capture.missing if (agent, f) not in self._warned]
+        capture = transcript.capture
+        fields = (*capture.missing, *capture.unreadable_fields)
+        new = [f for f in fields if (agent, f) not in self._warned]
         new = new[: max(0, self.limit - len(self._warned))]
         for content in new:
             self._warned.add((agent, content))
+            if capture.state(content) is Captured.UNREADABLE:
+                self._log.warning(
+                    "agent %s: %s %s (first seen in trace %s), so the checks and criteria "
+                    "that need it are ERROR",
+                    agent,
+                    content.value.replace("_", " "),
+                    capture.unreadable_note,
+                    transcript.trace_id,
+                )
+                continue
             self._log.warning(
                 "agent %s: %s not captured in its traces (first seen in trace %s), so the "
                 "checks and criteria that need it are ERROR; %s",

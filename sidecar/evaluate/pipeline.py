@@ -55,6 +55,7 @@ from sidecar.evaluate.transcript import build_transcript, trace_times
 from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.judge import Judge, JudgeResult, Screening, all_error, screen_case
 from sidecar.model import (
+    UNREADABLE_SHAPE,
     CheckResult,
     ContentField,
     CriterionResult,
@@ -303,11 +304,14 @@ def missing_evidence(case: Case) -> tuple[str, str] | None:
     transcript = case.transcript
     if is_fragment(case.rubric, transcript):
         return INCOMPLETE, f"{FRAGMENT}; {FRAGMENT_ADVICE}"
-    missing = transcript.capture.missing
+    capture = transcript.capture
+    if unreadable := capture.unreadable_fields:
+        return UNREADABLE_SHAPE, capture.reason(*unreadable)
+    missing = capture.missing
     if transcript.answer is None and ContentField.ANSWER not in missing:
         missing = (ContentField.ANSWER, *missing)
     if missing:
-        return NOT_CAPTURED, transcript.capture.reason(*missing)
+        return NOT_CAPTURED, capture.reason(*missing)
     return None
 
 

@@ -20,6 +20,11 @@ Precedence, written out once:
   else what the LLM calls saw (the last user message of the first call) and
   said (the last call whose output asks for no tool), else the agent span's
   structured value as JSON text.
+- messages on a span that is no model call (a workflow or task span whose
+  log records were emitted while it, not the model call, was current):
+  given to the first model call under it that carries none, else the span
+  is read as the model call itself. Content is attached by what it is, not
+  by the kind of span that carried it.
 - tool calls: execution spans, completed from the messages (arguments and
   results the model saw) by call id, or by name when ids are missing; calls
   that appear only in messages are kept too.
@@ -71,14 +76,18 @@ from sidecar.evaluate.conventions import (
     MessageMemo,
     Reading,
     Role,
+    SpanMessages,
     ToolRequest,
+    carries_messages,
     last_assistant_text,
     last_user_text,
     looks_structured,
     read_span,
+    span_messages,
     text_of,
     usage,
 )
+from sidecar.evaluate.conventions.otel_genai import OTEL_GENAI
 from sidecar.fastrecord import record_builder
 from sidecar.ingest.events import join_logs
 from sidecar.model import (
@@ -127,7 +136,9 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         )
     depths = _depths(spans)
     memo = MessageMemo()
-    steps = [_new_step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
+    steps = _enclosed_content(
+        [_new_step(span, read_span(span, memo), depths[span.span_id]) for span in spans], memo
+    )
     root = _root(steps)
     agents = _agent_steps(steps)
     agent = agents[0] if agents else None
@@ -370,6 +381,80 @@ def _depths(spans: Sequence[Span]) -> dict[str, int]:
     return depths
 
 
+def _enclosed_content(steps: list[_Step], memo: MessageMemo) -> list[_Step]:
+    """Messages carried by spans that are no model call, moved to the model call they enclose."""
+    carriers = [
+        index
+        for index, step in enumerate(steps)
+        if (step.reading is None or step.reading.role is Role.OTHER) and carries_messages(step.span)
+    ]
+    if not carriers:
+        return steps
+    children: dict[str, list[int]] = {}
+    for index, step in enumerate(steps):
+        if step.span.parent_span_id is not None:
+            children.setdefault(step.span.parent_span_id, []).append(index)
+    given: set[int] = set()
+    for index in carriers:
+        step = steps[index]
+        messages = span_messages(step.span, memo)
+        if messages.inputs is None and messages.outputs is None and not messages.unreadable:
+            continue
+        calls = [i for i in _descendants(step.span.span_id, steps, children) if _is_llm(steps[i])]
+        # The first model call under the span that lacks a side the span carries.
+        bare = [i for i in calls if i not in given and _lacks(steps[i].reading, messages)]
+        if bare:
+            target = steps[bare[0]]
+            reading = target.reading
+            assert reading is not None
+            steps[bare[0]] = _new_step(
+                target.span,
+                replace(
+                    reading,
+                    inputs=messages.inputs if reading.inputs is None else reading.inputs,
+                    outputs=messages.outputs if reading.outputs is None else reading.outputs,
+                    unreadable=reading.unreadable + messages.unreadable,
+                ),
+                target.depth,
+            )
+            given.add(bare[0])
+        elif not calls:
+            convention = step.reading.convention if step.reading is not None else OTEL_GENAI
+            reading = Reading(
+                convention,
+                Role.LLM,
+                inputs=messages.inputs,
+                outputs=messages.outputs,
+                unreadable=messages.unreadable,
+            )
+            steps[index] = _new_step(step.span, reading, step.depth)
+    return steps
+
+
+def _descendants(span_id: str, steps: Sequence[_Step], children: dict[str, list[int]]) -> list[int]:
+    """Indices of the steps under ``span_id``, in start order."""
+    found: set[int] = set()
+    pending = list(children.get(span_id, ()))
+    while pending:
+        index = pending.pop()
+        if index in found:
+            continue  # a parent cycle (bad data)
+        found.add(index)
+        pending.extend(children.get(steps[index].span.span_id, ()))
+    return sorted(found)
+
+
+def _is_llm(step: _Step) -> bool:
+    return step.reading is not None and step.reading.role is Role.LLM
+
+
+def _lacks(reading: Reading | None, carried: SpanMessages) -> bool:
+    return reading is not None and (
+        (reading.inputs is None and carried.inputs is not None)
+        or (reading.outputs is None and carried.outputs is not None)
+    )
+
+
 def _is_agent(step: _Step) -> bool:
     return step.reading is not None and step.reading.role is Role.AGENT
 
@@ -574,10 +659,15 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
                 history=True,
             )
             by_name: dict[str, list[str | None]] = {}
+            anonymous = False
             for message in reading.inputs:
                 for response in message.tool_responses:
                     if response.call_id is not None:
                         results_by_id[response.call_id] = response.result
+                    elif response.name is None:
+                        anonymous = True
+            if anonymous:
+                _pair_by_order(reading.inputs, results_by_id)
             for message in turn:
                 for response in message.tool_responses:
                     if response.call_id is None and response.name is not None:
@@ -606,6 +696,22 @@ def _requested_calls(llm_calls: Sequence[_Step]) -> list[tuple[int, ToolCall]]:
             (when, new_tool_call(request.name, request.call_id, request.arguments, result=result))
         )
     return calls
+
+
+def _pair_by_order(messages: Sequence[Message], results_by_id: dict[str, str | None]) -> None:
+    """Results naming neither call id nor tool (OpenLLMetry's tool message events) answer
+    the requests still unanswered before them, in order."""
+    pending: list[ToolRequest] = []
+    for message in messages:
+        if message.tool_requests:
+            pending = list(message.tool_requests)
+        for response in message.tool_responses:
+            if response.call_id is not None:
+                pending = [r for r in pending if r.call_id != response.call_id]
+            elif response.name is None and pending:
+                answered = pending.pop(0)
+                if answered.call_id is not None:
+                    results_by_id.setdefault(answered.call_id, response.result)
 
 
 def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:

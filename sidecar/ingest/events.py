@@ -18,6 +18,12 @@ exactly as if the span had carried it:
   (``content``, ``tool_calls``, ``id``, ``message``), become span events with
   the body's fields as attributes, the shape span events of those names have.
 
+The details event may also come as an event on the span itself (Strands,
+OpenLLMetry's newer instrumentations): its content keys become attributes
+the same way, so one reader (``sidecar.evaluate.conventions.content``) sees
+attributes, span events and log records alike. A span may have several
+details events, each with some of the keys; the first value of each key wins.
+
 What the span carries itself wins (``SPAN_AND_EVENT`` sends both, equal);
 records of other event names are left out. A record whose span is not in the
 trace (or that names none) is read as a span of its own (an LLM call for the
@@ -63,6 +69,10 @@ _MISSING_PARENT = "f" * 16
 
 def join_logs(spans: Sequence[Span], logs: Sequence[LogRecord]) -> tuple[Span, ...]:
     """``spans`` with the content of ``logs`` folded in (see the module docstring)."""
+    for span in spans:
+        if span.events:  # a loop, not any(): most traces have no events to look at
+            spans = [_with_details(span) if span.events else span for span in spans]
+            break
     useful = [log for log in logs if log.event_name == DETAILS_EVENT or _is_message(log)]
     if not useful:
         return tuple(spans)
@@ -74,6 +84,22 @@ def join_logs(spans: Sequence[Span], logs: Sequence[LogRecord]) -> tuple[Span, .
     for span_id, records in by_span.items():
         joined.append(_with_logs(_stand_in(span_id, records, root), records))
     return tuple(joined)
+
+
+def _with_details(span: Span) -> Span:
+    """``span`` with the content keys of its details span events as attributes."""
+    found: dict[str, AttrValue] | None = None
+    for event in span.events:
+        if event.name != DETAILS_EVENT:
+            continue
+        for key in CONTENT_KEYS:
+            value = event.attributes.get(key)
+            if value is not None and span.attributes.get(key) is None:
+                found = {} if found is None else found
+                found.setdefault(key, value)
+    if found is None:
+        return span
+    return replace(span, attributes={**span.attributes, **found})
 
 
 def _is_message(log: LogRecord) -> bool:

@@ -189,6 +189,9 @@ REFUND_FORBIDDEN = Scenario(
 
 SCENARIOS = (REFUND_OK, REFUND_OVER_LIMIT, REFUND_UNGROUNDED, REFUND_INJECTION)
 BY_NAME = {scenario.name: scenario for scenario in (*SCENARIOS, REFUND_FORBIDDEN)}
+# The four conversations every live agent stack is recorded in: correct, over the
+# limit, ungrounded amount, forbidden tool.
+LIVE_SCENARIOS = (REFUND_OK, REFUND_OVER_LIMIT, REFUND_UNGROUNDED, REFUND_FORBIDDEN)
 
 # --- sessions: several turns (one run, one trace each) in one ADK session -------------------
 

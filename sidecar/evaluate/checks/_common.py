@@ -47,12 +47,17 @@ def no_answer(transcript: Transcript) -> Finding:
     if Flag.INCOMPLETE in transcript.flags:
         # The answer is read from the root (or the last LLM call under it): not seen yet.
         return errored("answer unknown: the root span never arrived")
+    if transcript.capture.answer is Captured.NOT_APPLICABLE:
+        return errored("no answer: the trace holds no agent run, model call or tool call")
     return errored(transcript.capture.reason(ContentField.ANSWER))
 
 
+_UNSEEN = (Captured.NOT_CAPTURED, Captured.UNREADABLE)
+
+
 def calls_unseen(transcript: Transcript) -> bool:
-    """The model asked for tool calls the trace does not show (content capture off)."""
-    return transcript.capture.tool_calls is Captured.NOT_CAPTURED
+    """The model asked for tool calls the trace does not show (capture off, or unreadable)."""
+    return transcript.capture.tool_calls in _UNSEEN
 
 
 def unseen_calls(transcript: Transcript) -> Finding:

@@ -395,7 +395,7 @@ def _uncaptured(transcript: Transcript) -> list[str]:
         missing.append("tool arguments")
     if transcript.user_input is None:
         missing.append("user input")
-    if transcript.capture.tool_calls is Captured.NOT_CAPTURED:
+    if transcript.capture.tool_calls in (Captured.NOT_CAPTURED, Captured.UNREADABLE):
         missing.append("tool calls")
     return missing
 
@@ -437,6 +437,9 @@ def _decided(
 
     shown = ", ".join(dict.fromkeys(ungrounded))
     missing = _uncaptured(transcript)
+    if missing and transcript.capture.unreadable_fields:
+        note = transcript.capture.unreadable_note
+        return errored(f"{' and '.join(missing)} {note}; cannot ground {shown}")
     if missing:
         unread = " or unreadable" if Flag.UNREADABLE_VALUES in transcript.flags else ""
         advice = f"; {transcript.capture.advice}" if transcript.capture.advice else ""

@@ -28,7 +28,7 @@ from sidecar.evaluate.checks._common import (
     unseen_calls,
 )
 from sidecar.evaluate.checks.base import CheckConfig, CheckType, SchemaCheckConfig
-from sidecar.model import Outcome, Transcript
+from sidecar.model import Captured, Outcome, Transcript
 
 
 class ToolAllowlist(CheckConfig):
@@ -115,11 +115,12 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
         if problem is not None:
             return failed(f"{where}: {problem}")
     if uncaptured:
-        advice = transcript.capture.advice
-        return errored(
-            f"arguments of {uncaptured} of {plural(len(calls), 'call')} not captured"
-            + (f"; {advice}" if advice else "")
-        )
+        capture = transcript.capture
+        counted = f"arguments of {uncaptured} of {plural(len(calls), 'call')}"
+        if capture.tool_call_arguments is Captured.UNREADABLE:
+            return errored(f"{counted} {capture.unreadable_note}")
+        advice = capture.advice
+        return errored(f"{counted} not captured" + (f"; {advice}" if advice else ""))
     if calls_unseen(transcript):
         return unseen_calls(transcript)
     return passed(f"{plural(len(calls), 'call')} of {spec.tool} valid")

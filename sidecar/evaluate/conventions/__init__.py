@@ -18,8 +18,10 @@ Adding a convention: a module with its reader and declaration, and one line
 here (a test fails when a module declares a convention that is not listed).
 
 Shared by the readers: ``attributes`` (OTLP attribute values, JSON text),
-``messages`` (message and part shapes) and ``memo`` (each message text of a
-trace parsed once). Content that was not captured is ``None``; an empty
+``messages`` (message and part shapes, every block vocabulary), ``content``
+(GenAI content from whichever carrier brought it: attributes, span events,
+log records folded into the span; its precedence table) and ``memo`` (each
+message text of a trace parsed once). Content that was not captured is ``None``; an empty
 string never means "missing". Nothing here does I/O.
 """
 
@@ -31,6 +33,13 @@ import operator
 from sidecar.evaluate.conventions import adk, openinference, openllmetry, otel_genai
 from sidecar.evaluate.conventions.adk import ADK_V1
 from sidecar.evaluate.conventions.attributes import text_of, usage
+from sidecar.evaluate.conventions.content import (
+    REDACTED,
+    SpanMessages,
+    carries_messages,
+    span_messages,
+    tool_content,
+)
 from sidecar.evaluate.conventions.memo import MessageMemo
 from sidecar.evaluate.conventions.messages import (
     Message,
@@ -64,6 +73,7 @@ __all__ = [
     "OPENLLMETRY",
     "OTEL_GENAI",
     "READERS",
+    "REDACTED",
     "ROOT_SPANS",
     "Claims",
     "Convention",
@@ -72,15 +82,19 @@ __all__ = [
     "Reading",
     "Role",
     "RootSpans",
+    "SpanMessages",
     "ToolRequest",
     "ToolResponse",
+    "carries_messages",
     "last_assistant_text",
     "last_user_text",
     "looks_structured",
     "parse_message",
     "parse_messages",
     "read_span",
+    "span_messages",
     "text_of",
+    "tool_content",
     "unwrap_io",
     "usage",
 ]

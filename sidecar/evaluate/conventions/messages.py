@@ -4,9 +4,25 @@ Conventions record conversations in several shapes: GenAI ``{role, parts:
 [{type, ...}]}``, Gemini ``{role, parts: [{text}|{function_call}|
 {function_response}]}``, OpenAI-style ``{role, content, tool_calls,
 tool_call_id}``, completions ``{text}`` and event ``{message: {...}}``
-wrappers, as JSON text or as OTLP kvlists and arrays. They all become
-``Message`` records with the tool calls the model requested and the results
-it was handed. Content that was not captured is ``None``.
+wrappers, as JSON text or as OTLP kvlists and arrays. Content may also be a
+list of blocks, and a message body may be that list alone. One part reader
+(``_parse_part``) knows the block vocabularies:
+
+==================  ===============================  ==========================================
+vocabulary          text                             tool call / tool result
+==================  ===============================  ==========================================
+OpenAI parts        ``{type: text, text}``           ``tool_calls`` beside ``content``
+GenAI parts         ``{type: text, content}``        ``{type: tool_call}`` / ``tool_call_response``
+Anthropic           ``{type: text, text}``           ``{type: tool_use, id, name, input}`` /
+                                                     ``{type: tool_result, tool_use_id, content}``
+Bedrock Converse    ``{text}`` (``{json}``)          ``{toolUse: {toolUseId, name, input}}`` /
+                                                     ``{toolResult: {toolUseId, content, status}}``
+Gemini              ``{text}``                       ``{functionCall}`` / ``{functionResponse}``
+==================  ===============================  ==========================================
+
+They all become ``Message`` records with the tool calls the model requested
+and the results it was handed. Content that was not captured is ``None``;
+reasoning blocks are left out.
 """
 
 from __future__ import annotations
@@ -111,6 +127,10 @@ def parse_message(value: object, default_role: str) -> Message | None:
     if isinstance(value, str):
         text = text_of(value)
         return new_message(default_role, text) if text else None
+    if isinstance(value, list):
+        # A body that is the content blocks alone (Bedrock, Anthropic): one message.
+        blocks = _content_parts(value)
+        return None if blocks is None else parse_message({"content": blocks}, default_role)
     if not isinstance(value, dict):
         return None
     nested = value.get("message")
@@ -129,11 +149,17 @@ def parse_message(value: object, default_role: str) -> Message | None:
     if role == "tool" or tool_call_id is not None:
         if content is not None:
             result = text_of(content)
-            if content_parts is not None:
-                result = "\n".join(p for p in map(_parse_part, content_parts) if isinstance(p, str))
-            responses.append(
-                new_tool_response(tool_call_id, text_of(value.get("name")), result or None)
-            )
+            parsed = list(map(_parse_part, content_parts)) if content_parts is not None else []
+            handed = [p for p in parsed if isinstance(p, ToolResponse)]
+            if handed:
+                # Result blocks carry their own call ids (Bedrock toolResult, Anthropic tool_result).
+                responses.extend(handed)
+            else:
+                if content_parts is not None:
+                    result = "\n".join(p for p in parsed if isinstance(p, str))
+                responses.append(
+                    new_tool_response(tool_call_id, text_of(value.get("name")), result or None)
+                )
     elif content_parts is not None:
         _take(content_parts, texts, requests, responses)
     elif (text := text_of(content)) is not None:
@@ -168,9 +194,22 @@ def _take(
             responses.append(part)
 
 
+# Keys that make a mapping a content block of one of the vocabularies above.
 _PART_KEYS = frozenset(
-    {"type", "function_call", "functionCall", "function_response", "functionResponse"}
+    {
+        "type",
+        "function_call",
+        "functionCall",
+        "function_response",
+        "functionResponse",
+        "text",
+        "toolUse",
+        "toolResult",
+        "json",
+        "reasoningContent",
+    }
 )
+_SKIPPED_BLOCK_KEYS = frozenset({"reasoningContent", "cachePoint"})
 
 
 def _content_parts(value: object) -> list[object] | None:
@@ -211,7 +250,17 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
                 payload = part[key]
                 break
         call_id = part.get("id", part.get("tool_use_id", part.get("call_id")))
-        return new_tool_response(text_of(call_id), text_of(part.get("name")), text_of(payload))
+        return new_tool_response(text_of(call_id), text_of(part.get("name")), block_text(payload))
+    if kind is None and not _SKIPPED_BLOCK_KEYS.isdisjoint(part):
+        return None
+    if kind is None and isinstance(use := part.get("toolUse"), dict):
+        return _tool_request({"name": use.get("name"), "id": use.get("toolUseId"), **use})
+    if kind is None and isinstance(answer := part.get("toolResult"), dict):
+        return new_tool_response(
+            text_of(answer.get("toolUseId")), None, block_text(answer.get("content"))
+        )
+    if kind is None and "json" in part and "text" not in part:
+        return json_text(part["json"])
     if kind in (None, "text", "input_text", "output_text"):
         call = part.get("function_call", part.get("functionCall"))
         if isinstance(call, dict):
@@ -225,6 +274,26 @@ def _parse_part(part: object) -> str | ToolRequest | ToolResponse | None:
             )
         return text_of(part.get("content", part.get("text")))
     return None
+
+
+_LIST_OR_SPACE = "[ \t\n\r"
+
+
+def block_text(value: object) -> str | None:
+    """Text of a tool result: the text of its blocks when it is a list of them, else as recorded."""
+    if isinstance(value, str):
+        # Most results are an object or plain text: told by their first character.
+        if value[:1] not in _LIST_OR_SPACE or not value[:64].lstrip().startswith("["):
+            return text_of(value)
+        data = parse_json(value)
+    else:
+        data = value
+    # Only a list: a result object that happens to have a "text" key keeps all its fields.
+    blocks = _content_parts(data) if isinstance(data, list) else None
+    if blocks is None:
+        return text_of(value)
+    texts = [p for p in map(_parse_part, blocks) if isinstance(p, str)]
+    return "\n".join(texts) if texts else text_of(value)
 
 
 def _tool_request(value: object) -> ToolRequest | None:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from sidecar.evaluate.conventions.attributes import json_text, models_of, str_attr, text_of
+from sidecar.evaluate.conventions.attributes import models_of, str_attr, text_of
+from sidecar.evaluate.conventions.content import span_messages, tool_content
 from sidecar.evaluate.conventions.memo import MessageMemo
-from sidecar.evaluate.conventions.messages import (
-    Message,
-    last_assistant_text,
-    last_user_text,
-    parse_message,
-    parse_messages,
-)
+from sidecar.evaluate.conventions.messages import Message, last_assistant_text, last_user_text
 from sidecar.evaluate.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
-from sidecar.model import Attributes, Span, new_tool_call
+from sidecar.model import Span, new_tool_call
 
 OTEL_GENAI = "otel_genai"
 
@@ -24,12 +19,6 @@ _GENAI_OPS = _GENAI_LLM_OPS | {
     "invoke_workflow",
     "embeddings",
     "retrieval",
-}
-_EVENT_ROLES = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
 }
 
 
@@ -63,58 +52,13 @@ def genai_operation(span: Span) -> str | None:
 
 
 def genai_inputs(span: Span, memo: MessageMemo | None = None) -> tuple[Message, ...] | None:
-    attrs = span.attributes
-    messages = parse_messages(attrs.get("gen_ai.input.messages"), "user", memo)
-    if messages is None:
-        messages = parse_messages(attrs.get("gen_ai.prompt"), "user", memo)
-    if messages is None:
-        from_events: list[Message] = []
-        for event in span.events:
-            role = _EVENT_ROLES.get(event.name)
-            if role is not None:
-                message = _event_message(event.attributes, role)
-                if message is not None:
-                    from_events.append(message)
-            elif event.name == "gen_ai.content.prompt":
-                from_events.extend(
-                    parse_messages(event.attributes.get("gen_ai.prompt"), "user", memo) or ()
-                )
-        messages = tuple(from_events) or None
-    return messages
+    """The span's input messages from any carrier (``content.span_messages``)."""
+    return span_messages(span, memo).inputs
 
 
 def genai_outputs(span: Span, memo: MessageMemo | None = None) -> tuple[Message, ...] | None:
-    attrs = span.attributes
-    messages = parse_messages(attrs.get("gen_ai.output.messages"), "assistant", memo)
-    if messages is None:
-        messages = parse_messages(attrs.get("gen_ai.completion"), "assistant", memo)
-    if messages is None:
-        from_events: list[Message] = []
-        for event in span.events:
-            if event.name == "gen_ai.choice":
-                message = _event_message(event.attributes, "assistant")
-                if message is not None:
-                    from_events.append(message)
-            elif event.name == "gen_ai.content.completion":
-                from_events.extend(
-                    parse_messages(event.attributes.get("gen_ai.completion"), "assistant", memo)
-                    or ()
-                )
-        messages = tuple(from_events) or None
-    return messages
-
-
-def _event_message(attrs: Attributes, role: str) -> Message | None:
-    body = {key: value for key, value in attrs.items() if not key.startswith("gen_ai.")}
-    if "message" in body:
-        message = parse_message(body["message"], role)
-    else:
-        if role == "tool" and "id" in body:
-            body.setdefault("tool_call_id", body["id"])
-        message = parse_message(body, role)
-    if message is None or not (message.text or message.tool_requests or message.tool_responses):
-        return None
-    return message
+    """The span's output messages from any carrier (``content.span_messages``)."""
+    return span_messages(span, memo).outputs
 
 
 def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | None:
@@ -123,28 +67,28 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
         return None
     attrs = span.attributes
     if op in _GENAI_LLM_OPS:
+        messages = span_messages(span, memo)
         return new_reading(
             OTEL_GENAI,
             Role.LLM,
-            inputs=genai_inputs(span, memo),
-            outputs=genai_outputs(span, memo),
+            inputs=messages.inputs,
+            outputs=messages.outputs,
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
+            unreadable=messages.unreadable,
         )
     if op == "execute_tool":
         name = str_attr(attrs, "gen_ai.tool.name") or name_after(span.name, "execute_tool ")
         if name is None:
             return new_reading(OTEL_GENAI, Role.OTHER)
+        call_id = text_of(attrs.get("gen_ai.tool.call.id"))
+        arguments, result, unreadable = tool_content(span, call_id, memo)
         tool = new_tool_call(
-            name=name,
-            call_id=text_of(attrs.get("gen_ai.tool.call.id")),
-            arguments=json_text(attrs.get("gen_ai.tool.call.arguments")),
-            result=text_of(attrs.get("gen_ai.tool.call.result")),
-            span_id=span.span_id,
+            name=name, call_id=call_id, arguments=arguments, result=result, span_id=span.span_id
         )
-        return new_reading(OTEL_GENAI, Role.TOOL, tool=tool)
-    if op in ("invoke_agent", "create_agent", "invoke_workflow"):
-        inputs = genai_inputs(span, memo)
-        outputs = genai_outputs(span, memo)
+        return new_reading(OTEL_GENAI, Role.TOOL, tool=tool, unreadable=unreadable)
+    if op in ("invoke_agent", "invoke_workflow"):
+        messages = span_messages(span, memo)
+        inputs, outputs = messages.inputs, messages.outputs
         return new_reading(
             OTEL_GENAI,
             Role.AGENT,
@@ -154,7 +98,10 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
             input_text=last_user_text(inputs or ()),
             output_text=last_assistant_text(outputs or ()),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
+            unreadable=messages.unreadable,
         )
+    # create_agent defines an agent (LangGraph under OpenLLMetry records building the
+    # graph as a trace of its own); it runs nothing, so it is no agent span.
     return new_reading(OTEL_GENAI, Role.OTHER)
 
 

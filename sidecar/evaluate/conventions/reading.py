@@ -56,6 +56,9 @@ class Reading:
     outputs: tuple[Message, ...] | None = None
     tool: ToolCall | None = None
     models: tuple[str, ...] = ()
+    # Content carriers present on the span in a shape no reader understands, as
+    # "side:carrier" ("input:gen_ai.input.messages"): captured, yet unreadable.
+    unreadable: tuple[str, ...] = ()
 
 
 # Every reader returns one of these per span (sidecar.fastrecord); after the
