@@ -6,7 +6,6 @@ import httpx2
 import pytest
 
 from sidecar.adapters.judge_backends import CappedTransport, RedirectRefused
-
 from sidecar.model import Outcome
 from tests.builders import JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import JudgeServer, Reply, gemini_json
@@ -41,5 +40,5 @@ async def test_the_transport_refuses_a_redirect_whatever_the_client_says() -> No
 
     transport = CappedTransport(1024, httpx2.MockTransport(handler))
     async with httpx2.AsyncClient(transport=transport, follow_redirects=True) as client:
-        with pytest.raises(RedirectRefused, match="evil.example"):
+        with pytest.raises(RedirectRefused, match=r"evil\.example"):
             await client.post("http://judge.invalid/v1/chat/completions", json={})

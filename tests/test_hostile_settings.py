@@ -43,7 +43,9 @@ def test_two_fields_on_one_topic_are_refused_naming_both(
     with pytest.raises(ConfigError) as caught:
         load_settings(_write(tmp_path, data))
     message = str(caught.value)
-    assert first in message and second in message and "'same'" in message
+    assert first in message
+    assert second in message
+    assert "'same'" in message
     assert "\n" not in message
 
 
@@ -76,7 +78,7 @@ def test_fuzz_any_collision_is_refused_and_no_other(assigned: dict[str, str]) ->
     for field, topic in assigned.items():
         section, name = field.split(".")
         data.setdefault(section, {})[name] = topic
-    final = {field: topic for field, topic in topics_in_use(Settings())}
+    final = dict(topics_in_use(Settings()))
     final.update({field: topic.strip() for field, topic in assigned.items()})
     collides = len(set(final.values())) < len(final)
     try:
