@@ -65,6 +65,8 @@ class Span:
     events: tuple[SpanEvent, ...] = ()
     # Attribute values left out (kept as None) because they nest too deeply to read.
     unreadable: int = 0
+    # Text values repaired on the way in (invalid UTF-8 or lone surrogates became U+FFFD).
+    repaired: int = 0
 
     @property
     def duration_ms(self) -> float:
@@ -132,6 +134,9 @@ class Flag(enum.StrEnum):
     DUPLICATE_SPAN_IDS = "duplicate_span_ids"  # two different spans share one span id
     IMPOSSIBLE_TIMING = "impossible_timing"  # a span ends before it starts
     UNREADABLE_VALUES = "unreadable_values"  # values nested too deeply to read
+    # Text that could not be encoded (invalid UTF-8, lone surrogates) was repaired
+    # to U+FFFD on the way in; the verdict is what the text says without it.
+    REPAIRED_TEXT = "repaired_text"
     # A conversation decided at the open-conversation bound: later turns may follow.
     DECIDED_EARLY = "decided_early"
     # A conversation judged without some earlier turns (with ``partial``): its decided

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sidecar.errors import ConfigError
@@ -192,6 +199,11 @@ class Settings(BaseSettings):
     # Idempotency keys of recent verdicts remembered, to count redelivered ones.
     emitted_memory: Annotated[int, Field(ge=1)] = 100_000
 
+    @model_validator(mode="after")
+    def _topics_differ(self) -> Settings:
+        check_topics(self)
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -203,6 +215,41 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The YAML file arrives as init kwargs; the environment overrides it.
         return (env_settings, init_settings)
+
+
+def topics_in_use(settings: Settings) -> list[tuple[str, str]]:
+    """Every Kafka topic the service reads or writes, as (field, topic); off ones left out."""
+    kafka, review, turns = settings.kafka, settings.review, settings.conversations
+    named: list[tuple[str, str | None]] = [
+        ("kafka.topic", kafka.topic),
+        ("kafka.logs_topic", kafka.logs_topic),
+        ("kafka.dead_letter_topic", kafka.dead_letter_topic),
+        ("kafka.verdict_topic", kafka.verdict_topic),
+        ("kafka.backfill_verdict_topic", kafka.backfill_verdict_topic),
+    ]
+    if review.enabled:
+        named += [("review.topic", review.topic), ("review.labels_topic", review.labels_topic)]
+    if turns.enabled:
+        named += [
+            ("conversations.topic", turns.topic),
+            ("conversations.state_topic", turns.state_topic),
+        ]
+    return [(field, topic.strip()) for field, topic in named if topic and topic.strip()]
+
+
+def check_topics(settings: Settings) -> None:
+    """Refuse two roles on one topic (a dead-letter topic equal to the input loops forever).
+
+    Each topic the service reads or writes has one role; raises ``ValueError``
+    naming the first two fields that share a topic.
+    """
+    seen: dict[str, str] = {}
+    for field, topic in topics_in_use(settings):
+        if topic in seen:
+            raise ValueError(
+                f"{seen[topic]} and {field} are both {topic!r}; give each its own topic"
+            )
+        seen[topic] = field
 
 
 def conversation_group(kafka: KafkaSettings, conversations: ConversationSettings) -> str:
@@ -230,7 +277,8 @@ def load_settings(path: Path | None = None) -> Settings:
         return Settings(**data)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: "
+            + str(err.get("ctx", {}).get("error", err["msg"]))
             for err in exc.errors()
         )
         raise ConfigError(

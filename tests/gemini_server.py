@@ -32,6 +32,7 @@ class Reply:
     body: Any = None
     delay_s: float = 0.0
     raw: bool = False  # send ``body`` as-is (text) instead of JSON
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (e.g. Location)
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(reply.status)
             self.send_header("Content-Type", "text/plain" if reply.raw else "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            for name, header in reply.headers:
+                self.send_header(name, header)
             self.end_headers()
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):

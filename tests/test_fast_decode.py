@@ -55,6 +55,7 @@ SPAN_FIELDS: dict[str, Any] = {
     "status_message": "failed",
     "events": (SpanEvent(**EVENT_FIELDS),),
     "unreadable": 2,
+    "repaired": 1,
 }
 LOG_FIELDS: dict[str, Any] = {
     "trace_id": None,

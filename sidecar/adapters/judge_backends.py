@@ -11,6 +11,8 @@ answer raise ``JudgeUnavailable`` with a closed ``reason``:
     http_5xx     server error
     http_4xx     any other client error (bad key, bad request); not retried
     bad_response the HTTP answer was not the protocol's JSON
+    redirect     the answer was a redirect; it is never followed (the API key
+                 and the transcript go to the configured origin only)
 
 An answer that arrives but is blocked, truncated or empty is a ``BackendReply``
 (the service turns it into ERROR verdicts), not an exception.
@@ -53,6 +55,22 @@ class AnswerTooLarge(Exception):
     """The HTTP answer is longer than the cap (raised while reading, before parsing)."""
 
 
+class RedirectRefused(Exception):
+    """The judge answered with a redirect (3xx), which is never followed."""
+
+    def __init__(self, status: int, location: str) -> None:
+        super().__init__(f"HTTP {status} redirect to {location or 'an unnamed location'}")
+        self.status = status
+        self.location = location
+
+
+def _redirect_error(exc: RedirectRefused) -> JudgeUnavailable:
+    return JudgeUnavailable(
+        "redirect",
+        f"{exc}: not followed; set the judge's base URL to the origin that answers",
+    )
+
+
 class _CappedStream(httpx2.AsyncByteStream):
     def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
         self._inner = inner
@@ -85,6 +103,11 @@ class CappedTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
+        if 300 <= response.status_code < 400:
+            # Never followed, whatever the client's settings: another origin
+            # would receive the API key and the transcript.
+            await response.aclose()
+            raise RedirectRefused(response.status_code, response.headers.get("Location", "")[:200])
         length = response.headers.get("Content-Length", "")
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         if (length.isdigit() and int(length) > self._limit) or encoding not in ("", "identity"):
@@ -163,7 +186,7 @@ class GeminiBackend:
         self._timeout_s = timeout_s
         self._max_output_tokens = max_output_tokens
         self._http = httpx2.AsyncClient(
-            follow_redirects=True, transport=CappedTransport(max_answer_bytes)
+            follow_redirects=False, transport=CappedTransport(max_answer_bytes)
         )
         options = genai_types.HttpOptions(
             api_version=api_version,
@@ -203,6 +226,8 @@ class GeminiBackend:
                 )
         except AnswerTooLarge:
             return _too_large_reply()
+        except RedirectRefused as exc:
+            raise _redirect_error(exc) from exc
         except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx2.TransportError as exc:
@@ -290,6 +315,7 @@ class OpenAICompatBackend:
             base_url=base_url.rstrip("/") + "/",
             headers=headers,
             timeout=timeout_s,
+            follow_redirects=False,
             transport=CappedTransport(max_answer_bytes),
         )
 
@@ -319,6 +345,8 @@ class OpenAICompatBackend:
                 response = await self._http.post("chat/completions", json=self.body(model, request))
         except AnswerTooLarge:
             return _too_large_reply()
+        except RedirectRefused as exc:
+            raise _redirect_error(exc) from exc
         except (TimeoutError, httpx2.TimeoutException) as exc:
             raise JudgeUnavailable("timeout", f"no answer within {self._timeout_s}s") from exc
         except httpx2.TransportError as exc:

@@ -51,6 +51,8 @@ missing, so the checks and the judge that need it say ERROR:
   it counts as truncated.
 - ``unreadable_values``: attribute values nested too deeply to read (from
   decoding, or JSON text in an attribute) are missing.
+- ``repaired_text``: text that could not be encoded (bytes that are not UTF-8,
+  lone surrogates) was replaced by U+FFFD where it entered; checks read the rest.
 
 What the producer captured is recorded field by field (``Transcript.capture``,
 read by :mod:`sidecar.evaluate.capture`), including tool calls the model asked for that
@@ -162,6 +164,7 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         duplicates=bool(duplicates),
         impossible_timing=any(_impossible(s) for s in spans),
         unreadable=unreadable,
+        repaired=any(span.repaired for span in spans),
     )
     answer = _choose(
         _first(a.reading.output_text for a in agents if a.reading is not None),
@@ -347,6 +350,7 @@ def _flags(
     duplicates: bool,
     impossible_timing: bool,
     unreadable: int,
+    repaired: bool = False,
 ) -> tuple[Flag, ...]:
     raised = {
         Flag.INCOMPLETE: incomplete,
@@ -354,6 +358,7 @@ def _flags(
         Flag.DUPLICATE_SPAN_IDS: duplicates,
         Flag.IMPOSSIBLE_TIMING: impossible_timing,
         Flag.UNREADABLE_VALUES: unreadable > 0,
+        Flag.REPAIRED_TEXT: repaired,
     }
     return tuple(flag for flag in _FLAGS if raised.get(flag))
 

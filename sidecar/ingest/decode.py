@@ -25,6 +25,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -34,12 +35,13 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from sidecar.bounds import INT64_MAX, INT64_MIN, MAX_INT_DIGITS, MAX_NESTING, UINT64_MAX
 from sidecar.errors import DecodeError
+from sidecar.ingest.lenient import parse_lenient
 from sidecar.model import AttrValue, Span, SpanKind, StatusCode, new_span, new_span_event
+from sidecar.text import may_hold_surrogates, repair
 
 Encoding = Literal["otlp_proto", "otlp_json", "auto"]
 
 _T = TypeVar("_T")
-_M = TypeVar("_M", bound=Message)
 
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
@@ -89,22 +91,41 @@ def _decode_with(
 
 
 def decode_proto(payload: bytes) -> list[Span]:
-    request = _parse_proto(ExportTraceServiceRequest(), payload)
+    request = ExportTraceServiceRequest()
+    repaired = _parse_proto(request, payload, _SPAN_LEAVES)
     try:
-        return spans_from_request(request)
+        spans = spans_from_request(request)
     except _MALFORMED as exc:
         raise DecodeError("bad_protobuf", f"malformed OTLP: {type(exc).__name__}: {exc}") from exc
+    if repaired:
+        spans = [
+            replace(span, repaired=count) if count else span
+            for span, count in zip(spans, repaired, strict=True)
+        ]
+    return spans
 
 
-def _parse_proto(request: _M, payload: bytes) -> _M:
-    """``request`` read from ``payload``; ``bad_protobuf`` when it is not one."""
+_SPAN_LEAVES = ("resource_spans", "scope_spans", "spans")
+
+
+def _parse_proto(request: Message, payload: bytes, leaves: tuple[str, str, str]) -> list[int]:
+    """Read ``payload`` into ``request``; ``bad_protobuf`` when it is not one.
+
+    A request refused only for strings that are not UTF-8 is read leniently
+    (:mod:`sidecar.ingest.lenient`): the bad values are repaired, and the
+    repairs per leaf record come back (``[]`` when the strict read worked).
+    """
     try:
         request.ParseFromString(payload)
+        return []
     except ProtobufDecodeError as exc:
+        strict = exc
+    try:
+        return parse_lenient(request, payload, leaves)
+    except ProtobufDecodeError:
         raise DecodeError(
-            "bad_protobuf", f"not an OTLP protobuf {request.DESCRIPTOR.name}: {exc}"
-        ) from exc
-    return request
+            "bad_protobuf", f"not an OTLP protobuf {request.DESCRIPTOR.name}: {strict}"
+        ) from strict
 
 
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
@@ -161,6 +182,7 @@ def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
                         if events
                         else (),
                         cut.count - before,
+                        0,
                     )
                 )
     if not spans:
@@ -249,7 +271,8 @@ def _pb_value(value: AnyValue, depth: int) -> AttrValue:
 
 def decode_json(payload: bytes | str | Mapping[str, Any]) -> list[Span]:
     document = _json_request(payload, "resourceSpans", "ExportTraceServiceRequest")
-    spans = _json_read(_json_spans, document)
+    suspect = _suspect(payload)
+    spans = _json_read(lambda d: _json_spans(d, repairing=suspect), document)
     if not spans:
         raise DecodeError("no_spans", "request holds no spans")
     return spans
@@ -263,7 +286,14 @@ def _json_request(
         document: object = payload
     else:
         try:
-            document = json.loads(payload)
+            try:
+                document = json.loads(payload)
+            except UnicodeDecodeError:
+                if not isinstance(payload, bytes):
+                    raise
+                # Bytes that are not UTF-8 inside strings: kept as lone surrogates,
+                # which the readers repair (and flag) like any other.
+                document = json.loads(payload.decode("utf-8", "surrogateescape"))
         except (json.JSONDecodeError, UnicodeError, RecursionError) as exc:
             # RecursionError: the C scanner refuses nesting deeper than the recursion limit.
             raise DecodeError("bad_json", f"not JSON: {type(exc).__name__}: {exc}") from exc
@@ -289,8 +319,26 @@ def _json_read(
         raise DecodeError("bad_json", f"malformed OTLP/JSON: {type(exc).__name__}: {exc}") from exc
 
 
-def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
+def _suspect(payload: bytes | str | Mapping[str, Any]) -> bool:
+    """Whether the parsed ``payload`` may hold text that does not encode."""
+    if isinstance(payload, Mapping):
+        return True
+    if isinstance(payload, bytes) and not payload.isascii():
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+    return may_hold_surrogates(payload)
+
+
+def _repaired(value: object) -> int:
+    """How many strings of ``value`` (a fresh parse, changed in place) were made valid."""
+    return repair(value)[1] if isinstance(value, dict | list) else 0
+
+
+def _json_spans(document: Mapping[str, Any], *, repairing: bool = False) -> Iterator[Span]:
     for resource_spans in _list(document.get("resourceSpans")):
+        outer = _repaired(resource_spans.get("resource")) if repairing else 0
         resource_cut = _Cut()
         resource = _json_attributes(
             (resource_spans.get("resource") or {}).get("attributes"), resource_cut
@@ -300,8 +348,10 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
         )
         for scope_spans in _list(scopes):
             scope = scope_spans.get("scope") or scope_spans.get("instrumentationLibrary") or {}
+            inner = outer + _repaired(scope) if repairing else 0
             scope_name = str(scope.get("name", ""))
             for s in _list(scope_spans.get("spans")):
+                repaired = inner + _repaired(s) if repairing else 0
                 status = s.get("status") or {}
                 cut = _Cut(resource_cut.count)
                 yield new_span(
@@ -328,6 +378,7 @@ def _json_spans(document: Mapping[str, Any]) -> Iterator[Span]:
                         for e in _list(s.get("events"))
                     ),
                     unreadable=cut.count,
+                    repaired=repaired,
                 )
 
 

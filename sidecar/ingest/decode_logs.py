@@ -44,10 +44,12 @@ from sidecar.ingest.decode import (
     _parse_proto,
     _pb_attributes,
     _pb_value,
+    _suspect,
     _TooDeep,
     decode,
 )
 from sidecar.model import AttrValue, LogRecord, Span, new_log_record
+from sidecar.text import repair
 
 __all__ = ["Decoded", "decode_logs", "decode_signal"]
 
@@ -98,7 +100,9 @@ def decode_signal(payload: bytes, encoding: Encoding = "auto") -> Decoded:
 
 
 def decode_logs_proto(payload: bytes) -> list[LogRecord]:
-    request = _parse_proto(ExportLogsServiceRequest(), payload)
+    request = ExportLogsServiceRequest()
+    # Repaired text is not flagged per log record: its spans are flagged when joined.
+    _parse_proto(request, payload, ("resource_logs", "scope_logs", "log_records"))
     try:
         records = list(_pb_records(request))
     except _MALFORMED as exc:
@@ -151,6 +155,8 @@ def _pb_body(value: AnyValue, cut: _Cut) -> AttrValue:
 
 def decode_logs_json(payload: bytes | str | Mapping[str, Any]) -> list[LogRecord]:
     document = _json_request(payload, "resourceLogs", "ExportLogsServiceRequest")
+    if _suspect(payload):
+        repair(document)
     records = _json_read(_json_records, document)
     if not records:
         raise DecodeError("no_logs", "request holds no log records")

@@ -45,6 +45,7 @@ from typing import Any
 from sidecar.evaluate.rubric import CriterionSpec, Rubric
 from sidecar.judge.prompt import INSTRUCTION_FLAG, JudgeRequest, quotable_texts
 from sidecar.model import CriterionResult, Outcome
+from sidecar.text import may_hold_surrogates, repair
 
 EMPTY = "empty"
 NON_JSON = "non_json"
@@ -153,9 +154,9 @@ def load_answer(raw: str | None) -> tuple[object, str | None]:
         return None, EMPTY
     fenced = _FENCE.match(raw)
     try:
-        return json.loads(
-            fenced.group(1) if fenced else raw, object_pairs_hook=_no_duplicates
-        ), None
+        text = fenced.group(1) if fenced else raw
+        value = json.loads(text, object_pairs_hook=_no_duplicates)
+        return (repair(value)[0] if may_hold_surrogates(text) else value), None
     except _DuplicateKey:
         return None, BAD_SHAPE
     except RecursionError:  # absurdly nested: not the agreed shape, and never a crash

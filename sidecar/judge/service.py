@@ -85,6 +85,9 @@ from sidecar.telemetry import (
 RETRIABLE = frozenset({"timeout", "transport", "http_408", "http_429", "http_5xx"})
 
 JUDGE_UNAVAILABLE = "judge_unavailable"
+# The judge answered with a redirect, which is never followed: a setting to
+# fix, not an outage to wait out, so it is an ERROR under either policy.
+REDIRECT = "redirect"
 BREAKER_OPEN = "breaker_open"
 BLOCKED = "blocked"
 TRUNCATED = "truncated"
@@ -269,6 +272,8 @@ class JudgeService:
             reply = await self._call(model, request)
         except JudgeUnavailable as exc:
             self._failure(model, exc.reason)
+            if exc.reason == REDIRECT:
+                return self._failed(rubric, request, REDIRECT, None)
             if self._settings.on_judge_unavailable is UnavailablePolicy.PAUSE:
                 raise
             return self._failed(rubric, request, JUDGE_UNAVAILABLE, None)

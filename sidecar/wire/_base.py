@@ -44,6 +44,8 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from sidecar.errors import RecordError
+from sidecar.text import loads as text_loads
+from sidecar.text import valid
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -197,8 +199,11 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def record_json(value: Mapping[str, Any]) -> str:
-    """One compact JSON line, non-ASCII kept: the form of every record sidecar writes."""
-    return _ENCODER.encode(value)
+    """One compact JSON line, non-ASCII kept: the form of every record sidecar writes.
+
+    Always encodable: a lone surrogate that reached a record anyway becomes U+FFFD.
+    """
+    return valid(_ENCODER.encode(value))
 
 
 # -- reading -------------------------------------------------------------------------
@@ -255,7 +260,7 @@ def read_records(
             continue
         where = f"{source}:{number}"
         try:
-            value = json.loads(raw)
+            value = text_loads(raw)
         except json.JSONDecodeError as exc:
             raise RecordError(f"{where}: not valid JSON: {exc.msg}") from exc
         if not isinstance(value, dict):

@@ -33,6 +33,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo
 
 from sidecar.errors import RecordError
 from sidecar.model import Outcome
+from sidecar.text import loads as text_loads
 from sidecar.wire._base import Echo, Id, Record, as_id, at, problem, validate
 
 LABEL_RECORD_VERSION = 1
@@ -105,7 +106,7 @@ class Adjudication(_LabelRecord):
 def parse_label(payload: bytes, where: str | None = None) -> HumanLabel:
     """One label message from the labels topic; ``where`` (the topic) starts any error."""
     try:
-        data = json.loads(payload)
+        data = text_loads(payload)
     except json.JSONDecodeError as exc:
         raise RecordError(at(where, f"not valid JSON: {exc.msg}")) from exc
     except UnicodeDecodeError as exc:

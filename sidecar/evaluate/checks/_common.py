@@ -15,6 +15,7 @@ from sidecar.bounds import json_too_deep
 from sidecar.evaluate.checks.schema import Certain, certainly_valid, new_validator
 from sidecar.fastrecord import record_builder
 from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
+from sidecar.text import loads as text_loads
 
 _DETAIL_LIMIT = 240
 
@@ -90,7 +91,7 @@ def parse_json(text: str) -> Any:
     if json_too_deep(text):
         raise ValueError("JSON nested too deeply")
     try:
-        return json.loads(text)
+        return text_loads(text)
     except RecursionError as exc:
         # Deeply nested input must not escape as a RecursionError.
         raise ValueError("JSON nested too deeply") from exc

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sidecar.bounds import INT64_MAX, MAX_INT_DIGITS, MAX_NESTING, json_too_deep, value_depth
 from sidecar.model import Attributes, AttrValue, Span
+from sidecar.text import loads as text_loads
 
 # isinstance with a tuple built once: a union in the call is built on every call (slower).
 _STRUCTURED = (dict, list)
@@ -91,7 +92,7 @@ def parse_json(value: AttrValue | object) -> object:
             if json_too_deep(stripped):
                 return None
             try:
-                return json.loads(stripped)
+                return text_loads(stripped)
             except (ValueError, RecursionError):
                 # ValueError covers JSON errors and ints past the conversion limit.
                 return value

@@ -23,6 +23,7 @@ import re
 
 from sidecar.bounds import MAX_NESTING, json_too_deep
 from sidecar.evaluate.conventions.messages import Message, parse_message
+from sidecar.text import may_hold_surrogates, repair
 
 # Recent array texts to try as the start of a new one: enough for the LLM
 # calls of a few agents running side by side.
@@ -121,7 +122,10 @@ def _array_items(text: str, index: int, *, first: bool) -> list[tuple[str, objec
             item, end = _DECODER.raw_decode(text, index)
         except (ValueError, RecursionError):
             return None
-        items.append((text[index:end], item))
+        piece = text[index:end]
+        if may_hold_surrogates(piece):
+            item, _ = repair(item)
+        items.append((piece, item))
         index = _after_space(text, end)
         delimiter = text[index : index + 1]
         if delimiter == "]":
