@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from sidecar.adapters.workers import GATE_ENV, Supervisor, pass_gate
 from sidecar.settings import Settings
 
@@ -83,3 +85,34 @@ async def test_the_supervisor_opens_the_gate_after_the_timeout(tmp_path: Path) -
     (supervisor.gate / "loaded-0").touch()
     await asyncio.wait_for(supervisor._open_gate(timeout_s=0.2), 5)
     assert (supervisor.gate / "open").exists()
+
+
+async def test_a_worker_that_exits_is_started_again_after_a_doubling_back_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    import sidecar.adapters.workers as workers
+
+    monkeypatch.setattr(workers, "BACKOFF_BASE_S", 0.05)
+    (tmp_path / "metrics").mkdir()
+    supervisor = Supervisor(
+        Settings(),
+        [sys.executable, "-c", "raise SystemExit(3)"],
+        1,
+        metrics_dir=tmp_path / "metrics",
+    )
+    (worker,) = supervisor.workers
+    started = asyncio.get_running_loop().time()
+    keeping = asyncio.ensure_future(supervisor._keep(worker))
+    for _ in range(500):
+        if len(worker.exit_codes) >= 3:
+            break
+        await asyncio.sleep(0.02)
+    supervisor._stopping.set()
+    await asyncio.wait_for(keeping, 5)
+
+    assert worker.exit_codes[:3] == [3, 3, 3]
+    assert supervisor.restarts._value.get() >= 3
+    # Waited 0.05 s, then 0.1 s between the three starts at least.
+    assert asyncio.get_running_loop().time() - started >= 0.15

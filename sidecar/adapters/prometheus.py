@@ -716,15 +716,29 @@ def record_rubrics(metrics: Metrics, rubrics: Iterable[Rubric]) -> None:
 class StatFamily:
     """A family whose samples are read from components' statistics when scraped.
 
-    ``mode`` is how ``--workers`` combine a gauge's samples (prometheus-client's
-    multiprocess modes); counters are summed.
+    ``mode`` is how ``--workers`` combine a gauge's samples (one of
+    prometheus-client's multiprocess modes, :data:`GAUGE_MODES`); every gauge
+    declares one, so a new gauge cannot silently get a mode that keeps exited
+    workers' values. Counters are summed.
     """
 
     name: str
     documentation: str
     kind: str  # "counter" | "gauge"
     labels: tuple[str, ...] = ()
-    mode: str = "sum"
+    mode: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind == "gauge" and self.mode not in GAUGE_MODES:
+            raise ValueError(
+                f"gauge {self.name} must declare how --workers combine it: mode= one of "
+                f"{sorted(GAUGE_MODES)}, got {self.mode!r}"
+            )
+
+
+# How ``--workers`` may combine a gauge: only over workers alive now, so the value of a
+# worker that exited never lingers.
+GAUGE_MODES = frozenset({"livesum", "livemax", "livemin", "livemostrecent"})
 
 
 STAT_FAMILIES: tuple[StatFamily, ...] = (

@@ -57,6 +57,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import STAT_FAMILIES, Metrics, retire
+from sidecar.retry import Backoff
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ COUNT_ENV = "SIDECAR_WORKER_COUNT"
 GATE_TIMEOUT_S = 30.0
 _GATE_POLL_S = 0.02
 KILL_GRACE_S = 15.0
+BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
 
 
@@ -154,7 +156,6 @@ def pass_gate(
 class _Worker:
     index: int
     proc: asyncio.subprocess.Process | None = None
-    backoff: float = 1.0
     exit_codes: list[int] = field(default_factory=list)
 
 
@@ -220,7 +221,10 @@ class Supervisor:
 
     async def _keep(self, worker: _Worker) -> None:
         """Run one worker; start it again after a back-off when it exits unexpectedly."""
-        while True:
+        backoff = Backoff(BACKOFF_BASE_S, BACKOFF_MAX_S, jitter=0.0)
+        async for attempt in backoff.attempts(self._pause):
+            if self._stopping.is_set():
+                return
             await self._spawn(worker)
             assert worker.proc is not None
             code = await worker.proc.wait()
@@ -234,14 +238,14 @@ class Supervisor:
                 worker.index,
                 worker.proc.pid,
                 code,
-                worker.backoff,
+                backoff.delay(attempt),
             )
             self.restarts.inc()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), worker.backoff)
-            worker.backoff = min(worker.backoff * 2, BACKOFF_MAX_S)
-            if self._stopping.is_set():
-                return
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the supervisor is told to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _open_gate(self, timeout_s: float = GATE_TIMEOUT_S) -> None:
         """Open the start gate once every worker is loaded, or after ``timeout_s``."""
