@@ -10,76 +10,25 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
 import pytest
 
-from sidecar.adapters.judge_backends import AnswerTooLarge, CappedTransport, make_backend
-from sidecar.adapters.prometheus import Metrics
+from sidecar.adapters.judge_backends import AnswerTooLarge, CappedTransport
 from sidecar.evaluate.pipeline import Case, conclude
-from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import SampleDecision
-from sidecar.judge import JudgeResult, screen_case
+from sidecar.judge import screen_case
 from sidecar.judge.config import JudgeSettings
 from sidecar.judge.parse import BAD_SHAPE, INPUT_TRUNCATED, parse_answer
 from sidecar.judge.prompt import TOOL_CALLS, build_request
-from sidecar.judge.service import JudgeService
 from sidecar.model import Outcome, Transcript
 from tests.builders import JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import JudgeServer, gemini_json, gemini_text, openai_text
-from tests.judge_fixtures import GOOD_VERDICTS, FakeClock
+from tests.judge_fixtures import GOOD_VERDICTS
+from tests.judge_rig import judged, service, value
 
 MB = 1_000_000
-
-
-@asynccontextmanager
-async def service(
-    server: JudgeServer, backend: str = "gemini", **settings: Any
-) -> AsyncIterator[tuple[JudgeService, Metrics]]:
-    config = JudgeSettings.model_validate(
-        {
-            "backend": backend,
-            "base_url": server.base_url,
-            "openai_base_url": server.openai_base_url,
-            "timeout_s": 20.0,
-            "max_attempts": 1,
-            **settings,
-        }
-    )
-    metrics = Metrics()
-    clock = FakeClock()
-    environ = {"OPENAI_API_KEY": "sk-test"}
-    judge = JudgeService(
-        make_backend(config, environ) if backend == "openai" else _gemini(config),
-        config,
-        metrics,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    async with judge:
-        yield judge, metrics
-
-
-def _gemini(config: JudgeSettings) -> Any:
-    # make_backend with an explicit key: google-genai reads no environment in tests.
-    from sidecar.adapters.judge_backends import GeminiBackend
-
-    return GeminiBackend(
-        base_url=config.base_url,
-        api_key="test-key",
-        timeout_s=config.timeout_s,
-        max_answer_bytes=config.max_answer_bytes,
-    )
-
-
-async def judged(judge: JudgeService, rubric: Rubric, transcript: Transcript) -> JudgeResult:
-    return await judge.judge(rubric, transcript, screen_case(rubric, transcript))
-
-
-def value(metrics: Metrics, name: str, **labels: str) -> float:
-    return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
 # --- every block sent to the judge is capped -----------------------------------------

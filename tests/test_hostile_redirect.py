@@ -10,7 +10,7 @@ from sidecar.model import Outcome
 from tests.builders import JUDGE_MODEL, refund_rubric, refund_transcript
 from tests.gemini_server import JudgeServer, Reply, gemini_json
 from tests.judge_fixtures import GOOD_VERDICTS
-from tests.test_hostile_judge import judged, service, value
+from tests.judge_rig import judged, service, value
 
 
 @pytest.mark.parametrize("backend", ["gemini", "openai"])
