@@ -204,6 +204,15 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=r,
         )
+        self.judge_enabled = Gauge(
+            "sidecar_judge_enabled",
+            "1 while the LLM judge is on; 0 while it is off, with the reason "
+            "(configured|no_credentials|no_judge_criteria). Off with no_credentials: "
+            "the rubrics' judge criteria are SKIPPED.",
+            ["reason"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
         self.judge_model_version_info = Gauge(
             "sidecar_judge_model_version_info",
             "1 for the model version that last answered for a judge model (what the model "

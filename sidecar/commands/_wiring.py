@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sidecar.adapters.prometheus import Metrics
+from sidecar.evaluate.rubric import Rubric
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
 
@@ -29,6 +32,42 @@ def judge_credentials_hint() -> str:
         "no judge credentials (set GOOGLE_API_KEY or GEMINI_API_KEY for the Gemini API, "
         "or GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_CLOUD_PROJECT for Vertex AI)."
     )
+
+
+# Why the judge is on or off: the closed set of ``sidecar_judge_enabled``'s reason label.
+JUDGE_REASONS = ("configured", "no_credentials", "no_judge_criteria")
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeState:
+    """Whether the judge runs, why, and the rubrics whose judge criteria go SKIPPED."""
+
+    enabled: bool
+    reason: str
+    skipped_rubrics: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, rubrics: Sequence[Rubric], judge_on: bool) -> JudgeState:
+        judged = tuple(f"{r.id}@{r.version}" for r in rubrics if r.judge is not None)
+        if not judged:
+            return cls(False, "no_judge_criteria")
+        if judge_on:
+            return cls(True, "configured")
+        return cls(False, "no_credentials", judged)
+
+    def report(self, metrics: Metrics, log: logging.Logger) -> None:
+        """Set ``sidecar_judge_enabled`` and warn when judge criteria will be SKIPPED."""
+        metrics.judge_enabled.labels(reason=self.reason).set(1 if self.enabled else 0)
+        if self.skipped_rubrics:
+            log.warning(
+                "the judge is off: %s; the judge criteria of %d rubrics (%s) are SKIPPED "
+                'and sidecar_judge_enabled{reason="no_credentials"} is 0 '
+                "(alert SidecarJudgeDisabled)",
+                judge_credentials_hint().rstrip("."),
+                len(self.skipped_rubrics),
+                ", ".join(self.skipped_rubrics[:10])
+                + (", ..." if len(self.skipped_rubrics) > 10 else ""),
+            )
 
 
 def build_judge(

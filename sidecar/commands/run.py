@@ -25,7 +25,7 @@ from sidecar.adapters.workers import (
     worker_count,
     worker_index,
 )
-from sidecar.commands._wiring import build_judge
+from sidecar.commands._wiring import JudgeState, build_judge
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
@@ -82,6 +82,7 @@ def handle(args: argparse.Namespace) -> int:
     canary_worker = judge is not None and index in (None, 0)
     sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if canary_worker else []
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
+    JudgeState.of(rubrics, judge is not None).report(metrics, logging.getLogger("sidecar"))
     service, server = kafka_service(settings, rubrics, metrics, spans, judge)
     logging.getLogger("sidecar").info(
         "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s, %d canary sets",
