@@ -183,6 +183,8 @@ class Settings(BaseSettings):
     )
 
     rubrics_dir: Path = Path("rubrics")
+    # Where rubrics' canary files may be (unset: inside rubrics_dir only).
+    canary_root: Path | None = None
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)

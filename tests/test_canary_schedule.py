@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,46 @@ def test_canary_block_does_not_change_the_rubric_hash(
     (rubric,) = load_rubrics(folder)
     assert rubric.canary is not None
     assert rubric.content_hash == Rubric.model_validate(without).content_hash
+
+
+@pytest.mark.parametrize(
+    ("field", "points_to"),
+    [
+        ("traces", "/etc/passwd"),
+        ("traces", "../outside.jsonl"),
+        ("labels", "canary/../../outside.jsonl"),
+        ("labels", "link.jsonl"),  # a symbolic link out of the folder
+    ],
+)
+def test_canary_files_outside_the_rubric_folder_are_refused_naming_rubric_and_field(
+    tmp_path: Path, rubrics_dir: tuple[Path, dict[str, str]], field: str, points_to: str
+) -> None:
+    folder, _ = rubrics_dir
+    (tmp_path / "outside.jsonl").write_text("{}\n")
+    (folder / "link.jsonl").symlink_to(tmp_path / "outside.jsonl")
+    rubric = folder / "refund.yaml"
+    text = rubric.read_text()
+    old = "canary/traces.jsonl" if field == "traces" else "canary/labels.jsonl"
+    rubric.write_text(text.replace(old, points_to))
+    expected = "traces[0]" if field == "traces" else "labels"
+
+    with pytest.raises(
+        InputFileError,
+        match=rf"rubric refund-canary: canary\.{re.escape(expected)}: .* is outside .*canary_root",
+    ):
+        load_sets(load_rubrics(folder), folder, 0.0)
+
+
+def test_a_configured_canary_root_allows_files_beside_the_rubric_folder(
+    tmp_path: Path, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, _ = rubrics_dir
+    shared = tmp_path / "shared"
+    (folder / "canary").rename(shared)
+    rubric = folder / "refund.yaml"
+    rubric.write_text(rubric.read_text().replace("canary/", "../shared/"))
+
+    with pytest.raises(InputFileError, match="is outside"):
+        load_sets(load_rubrics(folder), folder, 0.0)
+    [canary] = load_sets(load_rubrics(folder), folder, 0.0, root=tmp_path)
+    assert canary.rubric.id == "refund-canary"

@@ -80,7 +80,11 @@ def handle(args: argparse.Namespace) -> int:
     judge = build_judge(settings.judge, metrics)
     # Under a supervisor only worker 0 runs the canaries, so their spend does not grow with N.
     canary_worker = judge is not None and index in (None, 0)
-    sets = load_sets(rubrics, settings.rubrics_dir, time.monotonic()) if canary_worker else []
+    sets = (
+        load_sets(rubrics, settings.rubrics_dir, time.monotonic(), settings.canary_root)
+        if canary_worker
+        else []
+    )
     canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
     JudgeState.of(rubrics, judge is not None).report(metrics, logging.getLogger("sidecar"))
     service, server = kafka_service(settings, rubrics, metrics, spans, judge)

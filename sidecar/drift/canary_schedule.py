@@ -80,8 +80,16 @@ class CanarySet:
         return [self.cases[(start + i) % total] for i in range(self.per_run)]
 
 
-def load_sets(rubrics: Sequence[Rubric], base: Path, now: float) -> list[CanarySet]:
-    """The canary sets of ``rubrics``; their files are relative to ``base``, the rubric folder."""
+def load_sets(
+    rubrics: Sequence[Rubric], base: Path, now: float, root: Path | None = None
+) -> list[CanarySet]:
+    """The canary sets of ``rubrics``; their files are relative to ``base``, the rubric folder.
+
+    Every file must lie inside ``root`` (``canary_root`` in the settings), by
+    default ``base`` itself: a rubric cannot make the service read files
+    elsewhere (an absolute path, ``../``, a symbolic link pointing out).
+    """
+    allowed = (root if root is not None else base).resolve()
     sets: list[CanarySet] = []
     for rubric in rubrics:
         spec = rubric.canary
@@ -89,7 +97,13 @@ def load_sets(rubrics: Sequence[Rubric], base: Path, now: float) -> list[CanaryS
             continue
         trace_paths, label_path = spec.paths(base)
         where = f"rubric {rubric.id}: canary"
-        for path in (*trace_paths, label_path):
+        fields = [*(f"traces[{i}]" for i in range(len(trace_paths))), "labels"]
+        for name, path in zip(fields, (*trace_paths, label_path), strict=True):
+            if not path.resolve().is_relative_to(allowed):
+                raise InputFileError(
+                    f"{where}.{name}: {path} is outside {allowed}; keep canary files in the "
+                    "rubric folder, or set canary_root to a folder that holds them"
+                )
             if not path.is_file():
                 raise InputFileError(f"{where}: {path}: no such file")
         traces = collect_traces(trace_paths, ReplaySummary())

@@ -99,7 +99,7 @@ class CanarySpec(_Strict):
     """A labelled set the service re-judges on a schedule (``sidecar.drift.canary_schedule``).
 
     ``traces`` (one path or a list) and ``labels`` are relative to the rubric
-    file; the labels use the ``sidecar calibrate`` format with case_id = trace id.
+    folder and confined to it (or to ``canary_root``); the labels use the ``sidecar calibrate`` format with case_id = trace id.
     """
 
     traces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
