@@ -64,13 +64,16 @@ def _text(rng: random.Random, size: int) -> str:
 
 
 def _full(spec: GroundedNumbers, seen: object) -> object:
-    """The general path: the finding against the whole evidence, without the digit-run pass."""
+    """The general path: the finding against the whole evidence, without the digit-run pass
+
+    (both before the unreadable-number rule, which applies to either alike).
+    """
     assert isinstance(seen, type(transcript()))
     answer = seen.answer
     assert answer is not None
     claims = grounding._claims(answer)
     if not claims:
-        return grounded_numbers(spec, seen)
+        return grounding._grounded_numbers(spec, seen)
     texts: list[str] = []
     for call in seen.tool_calls:
         texts.extend(t for t in (call.result, call.arguments) if t is not None)
@@ -97,7 +100,7 @@ def test_grounding_decides_as_the_whole_evidence_does() -> None:
             answer=_text(rng, rng.randint(1, 5)),
             user_input=_text(rng, 3) if rng.random() < 0.8 else None,
         )
-        finding = grounded_numbers(spec, seen)
+        finding = grounding._grounded_numbers(spec, seen)
         assert finding == _full(spec, seen)
         outcomes.add(finding.outcome)
     assert len(outcomes) == 3  # PASS, FAIL and ERROR were all reached

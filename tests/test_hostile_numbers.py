@@ -13,7 +13,7 @@ from sidecar.evaluate.checks import run_check
 from sidecar.evaluate.checks.grounding import GroundedNumbers
 from sidecar.model import Outcome, ToolCall, Transcript
 
-PASS, FAIL = Outcome.PASS, Outcome.FAIL
+PASS, FAIL, ERROR = Outcome.PASS, Outcome.FAIL, Outcome.ERROR
 CHECK = GroundedNumbers(name="grounded", type="grounded_numbers")
 
 CASES = [
@@ -63,6 +63,16 @@ CASES = [
     # still not numbers
     ("Order A123, flight HAT005, ORD-1234, the 2nd bag, 5pm", "{}", PASS, "ids-skipped"),
     ("Version 1.2.3 on 10.0.0.1", "{}", PASS, "dotted-runs-skipped"),
+    # digits in a syntax no number rule reads: never a PASS
+    ("Your refund is 5e3 dollars.", '{"amount": 40}', ERROR, "exponent-unreadable"),
+    # (the exponent's own digits, read as a number, are not grounded either)
+    ("Your refund is 1.5E+3 dollars.", '{"amount": 40}', FAIL, "exponent-signed-not-grounded"),
+    ("Your refund is $1_000.", '{"amount": 40}', ERROR, "underscore-groups-unreadable"),
+    ("Your refund is 0x3E8 credits.", '{"amount": 40}', ERROR, "hex-unreadable"),
+    ("Refund 5e3 or 45 dollars.", '{"amount": 40}', FAIL, "unreadable-beside-ungrounded-fails"),
+    ("Refund 5e3, we said 40.", '{"amount": 40}', ERROR, "unreadable-beside-grounded"),
+    ("The tool says 5e3.", '{"amount": "5e3"}', PASS, "unreadable-written-as-in-evidence"),
+    ("Order A-1001, code X5E3, item sku_1_2", "{}", PASS, "ids-with-digits-still-skipped"),
 ]
 
 
@@ -85,3 +95,14 @@ def test_numbers_are_read_as_a_reader_reads_them(
 ) -> None:
     found = run_check(CHECK, transcript(answer, result))
     assert found.outcome is outcome, found.detail
+
+
+@pytest.mark.parametrize("form", ["5e3", "5E3", "2.5e+4", "7e-1", "10_000", "1_0", "0xFF", "0X1f"])
+@pytest.mark.parametrize("around", ["{} dollars", "${}", "about {}.", "({})", "total: {}!"])
+def test_an_unreadable_number_never_makes_the_grounding_check_pass(form: str, around: str) -> None:
+    found = run_check(CHECK, transcript(around.format(form), '{"amount": 40}'))
+    assert found.outcome is not PASS, found.detail
+    if found.outcome is ERROR:
+        assert f"cannot read the number {form}" in found.detail
+    else:  # a signed exponent: its digits after the sign are read, and not grounded
+        assert "ungrounded" in found.detail

@@ -144,6 +144,15 @@ _CLAIM = re.compile(
     r"(?P<percent>[ \t]?%)?"
 )
 
+# Digits written in a number syntax no rule above reads: exponent notation (5e3,
+# 1.5E+6), underscore groups (1_000), hexadecimal (0x1F). _CLAIM skips them (a digit
+# glued to a letter or an underscore is part of a word), so they could hide an
+# ungrounded amount; the check reports them unreadable instead of passing.
+_UNREADABLE = re.compile(
+    r"(?<![\w.])(?:[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]+|[0-9]+(?:_[0-9]+)+|0[xX][0-9A-Fa-f]+)"
+    r"(?![\w])"
+)
+
 _LIST_MARKER = re.compile(r"^[ \t]*[0-9]{1,3}[.)](?=[ \t])", re.MULTILINE)
 
 # Every digit run in evidence, whatever surrounds it.
@@ -401,6 +410,22 @@ def _uncaptured(transcript: Transcript) -> list[str]:
 
 
 def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
+    finding = _grounded_numbers(spec, transcript)
+    if finding.outcome is Outcome.PASS and transcript.answer is not None:
+        # Only a PASS can be wrong for want of reading a number; a FAIL stands.
+        texts = [_fold(t) for t in _evidence_texts(transcript)]
+        unreadable = [
+            form
+            for form in _UNREADABLE.findall(_fold(transcript.answer))
+            if not any(form in text for text in texts)  # written the same way: grounded
+        ]
+        if unreadable:
+            shown = ", ".join(dict.fromkeys(unreadable))
+            return errored(f"cannot read the number {shown} in the answer; cannot ground it")
+    return finding
+
+
+def _grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     answer = transcript.answer
     if answer is None:
         return no_answer(transcript)
@@ -408,11 +433,7 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     if not claims:
         return passed("no numbers in answer")
 
-    texts: list[str] = []
-    for call in transcript.tool_calls:
-        texts.extend(t for t in (call.result, call.arguments) if t is not None)
-    if transcript.user_input is not None:
-        texts.append(transcript.user_input)
+    texts = _evidence_texts(transcript)
     allowed = list(_allowed(spec.allow))
     # Grounding only grows with the evidence, and the digit runs of the texts are
     # part of it: when they ground every claim, so does the whole evidence.
@@ -421,6 +442,16 @@ def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
     if _all_grounded(claims, _Known(quick)):
         return passed(f"{plural(len(claims), 'number')} grounded")
     return _decided(claims, texts, allowed, transcript)
+
+
+def _evidence_texts(transcript: Transcript) -> list[str]:
+    """What an answer's numbers may come from: tool results and arguments, the input."""
+    texts: list[str] = []
+    for call in transcript.tool_calls:
+        texts.extend(t for t in (call.result, call.arguments) if t is not None)
+    if transcript.user_input is not None:
+        texts.append(transcript.user_input)
+    return texts
 
 
 def _decided(
