@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,28 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "--version")
     assert (code, out.strip()) == (0, f"sidecar {__version__}")
+
+
+PROBE = """
+import sys
+from sidecar.cli import main
+main(sys.argv[1:])
+print(sorted(m for m in sys.modules if m.startswith("sidecar.commands.") and "._" not in m))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        pytest.param(["--version"], [], id="version"),
+        pytest.param(["rubrics", "check", "rubrics"], ["sidecar.commands.rubrics"], id="rubrics"),
+    ],
+)
+def test_a_command_loads_its_own_module_only(argv: list[str], loaded: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == repr(loaded)
 
 
 @pytest.mark.parametrize(
