@@ -42,17 +42,23 @@ COMMANDS = (
 Handler = Callable[[argparse.Namespace], int]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of command ``only`` (its module alone is imported)."""
     parser = argparse.ArgumentParser(
         prog="sidecar",
         description="OpenTelemetry-native online evaluator for LLM agents.",
     )
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"sidecar.commands.{name}")
         module.register(sub)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command named first in ``argv``, when it is one (then only its module is loaded)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def exit_code(exc: SidecarError) -> int:
@@ -72,7 +78,11 @@ def report(exc: SidecarError, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # without importing any command
+        print(f"sidecar {__version__}")
+        return 0
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:

@@ -33,6 +33,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
+from sidecar.logs import LogFormat, level_of
 from sidecar.safe_yaml import YamlLimitError
 from sidecar.safe_yaml import load as load_yaml
 from sidecar.wire.redaction import DEFAULT_PATTERNS, Content, PatternError, Redaction, masker
@@ -172,6 +173,18 @@ class OtelSettings(_Section):
     shutdown_timeout_s: Annotated[float, Field(gt=0)] = 5.0  # bounds flush and shutdown
 
 
+class LogSettings(_Section):
+    # ``sidecar run --log-level`` and ``--log-format`` override these (sidecar.logs).
+    level: str = "info"
+    format: LogFormat = "text"
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level_of(value)  # ValueError naming the levels
+        return value.lower()
+
+
 class Settings(BaseSettings):
     """Everything ``sidecar run`` needs; every field has a production default."""
 
@@ -194,6 +207,7 @@ class Settings(BaseSettings):
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
     # Service processes in one consumer group (``sidecar run --workers`` overrides it).
     workers: Annotated[int, Field(ge=1, le=256)] = 1

@@ -492,3 +492,10 @@ def test_bad_arguments_exit_2_with_one_line(
     assert err.startswith("sidecar backfill: ")
     assert problem in err
     assert err.count("\n") == 1
+
+
+def test_from_takes_a_time_ago_as_its_own_argument() -> None:
+    from sidecar.cli import build_parser
+
+    args = build_parser().parse_args(["backfill", "--from", "-2h", "--to", "-30m"])
+    assert (args.since, args.until) == ("-2h", "-30m")

@@ -420,7 +420,11 @@ REGEX = spec(type="answer_regex", must_match=r"refund of \$\d+", must_not_match=
 
 ANSWER_REGEX_CASES = [
     pytest.param(
-        REGEX, transcript(answer="Your refund of $40 is on its way."), PASS, "", id="regex-pass"
+        REGEX,
+        transcript(answer="Your refund of $40 is on its way."),
+        PASS,
+        "answer matches 'refund of \\\\$\\\\d+' and does not match '\\\\b\\\\d{16}\\\\b'",
+        id="regex-pass",
     ),
     pytest.param(
         REGEX, transcript(answer="All done!"), FAIL, "does not match", id="regex-fail-must-match"
@@ -450,7 +454,7 @@ ANSWER_REGEX_CASES = [
         spec(type="answer_regex", must_not_match="password"),
         transcript(answer=""),
         PASS,
-        "",
+        "answer does not match 'password'",
         id="regex-pass-empty-answer-is-captured",
     ),
     pytest.param(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,28 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "--version")
     assert (code, out.strip()) == (0, f"sidecar {__version__}")
+
+
+PROBE = """
+import sys
+from sidecar.cli import main
+main(sys.argv[1:])
+print(sorted(m for m in sys.modules if m.startswith("sidecar.commands.") and "._" not in m))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        pytest.param(["--version"], [], id="version"),
+        pytest.param(["rubrics", "check", "rubrics"], ["sidecar.commands.rubrics"], id="rubrics"),
+    ],
+)
+def test_a_command_loads_its_own_module_only(argv: list[str], loaded: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == repr(loaded)
 
 
 @pytest.mark.parametrize(
@@ -146,8 +170,13 @@ CRITERION = (
             id="check-without-tools",
         ),
         pytest.param(
-            'id: x\nversion: "1"\nchecks: [{name: a, type: tool_blocklist, tools: []}]\n',
-            "checks.0: Input tag 'tool_blocklist'",
+            'id: x\nversion: "1"\nchecks: [{name: a, type: max_latncy_ms, max_ms: 5}]\n',
+            "checks.0: unknown check type 'max_latncy_ms'; did you mean 'max_latency_ms'?",
+            id="check-type-typo",
+        ),
+        pytest.param(
+            'id: x\nversion: "1"\nchecks: [{name: a, type: sentiment}]\n',
+            "checks.0: unknown check type 'sentiment'; known types: tool_allowlist, ",
             id="unknown-check-type",
         ),
         pytest.param(
@@ -191,9 +220,25 @@ def test_rubrics_check_names_file_and_field(
     broken.write_text(text, encoding="utf-8")
     code, out, err = run_cli(capsys, "rubrics", "check", tmp_path)
     assert code == 1
-    assert out == ""
+    assert out.startswith("ok  valid v1: 1 checks")  # the valid file is still reported
     assert f"{broken}: {where}" in err
     assert "good.yaml" not in err
+    # The broken file alone, named as a file, gives the same finding.
+    code, out, again = run_cli(capsys, "rubrics", "check", broken)
+    assert (code, out) == (1, "")
+    assert f"{broken}: {where}" in again
+
+
+def test_rubrics_check_takes_files_and_directories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mine.yaml").write_text(VALID.replace("id: valid", "id: mine"), encoding="utf-8")
+    code, out, err = run_cli(capsys, "rubrics", "check", tmp_path / "mine.yaml", REPO / "rubrics")
+    assert (code, err) == (0, "")
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("ok")] == [
+        "mine",
+        *(r.id for r in load_rubrics(REPO / "rubrics")),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -202,11 +247,11 @@ def test_rubrics_check_names_file_and_field(
         pytest.param(
             {"a.yaml": VALID, "b.yml": VALID},
             1,
-            "rubric id 'valid' is used by 2 files",
+            "rubric id 'valid' is used by 2 files: {d}/a.yaml, {d}/b.yml",
             id="dup-id",
         ),
         pytest.param({"notes.txt": VALID}, 1, "no rubric files (*.yaml) found", id="no-yaml"),
-        pytest.param(None, 2, "not a directory of rubric files", id="missing-directory"),
+        pytest.param(None, 2, "{d}: no such rubric file or directory", id="missing-directory"),
     ],
 )
 def test_rubrics_check_directory_problems(
@@ -222,8 +267,9 @@ def test_rubrics_check_directory_problems(
         for name, text in files.items():
             (directory / name).write_text(text, encoding="utf-8")
     got, out, err = run_cli(capsys, "rubrics", "check", directory)
-    assert (got, out) == (code, "")
-    assert message in err
+    assert got == code
+    assert all(line.startswith("ok  valid") for line in out.splitlines())
+    assert message.format(d=directory) in err
 
 
 # --- run: configuration errors stop start-up with exit 2 and one message --------------

@@ -96,7 +96,7 @@ def test_version_is_kept_as_text(version: object, text: str) -> None:
         ),
         pytest.param(
             rubric_yaml(VALID, checks=[{"name": "x", "type": "tool_whitelist", "tools": []}]),
-            "checks.0: Input tag 'tool_whitelist' found using 'type' does not match",
+            "checks.0: unknown check type 'tool_whitelist'; did you mean 'tool_denylist'?",
             id="unknown-check-type",
         ),
         pytest.param(
@@ -310,7 +310,9 @@ def test_load_rubrics_reports_all_problems_together(tmp_path: Path) -> None:
     assert len(lines) == 3
     assert lines[0].startswith(f"{tmp_path / 'b-bad-regex.yaml'}: checks.0.answer_regex: ")
     assert lines[1] == f"{tmp_path / 'c-no-id.yml'}: id: Field required"
-    assert lines[2] == f"{tmp_path}: rubric id 'good' is used by 2 files"
+    assert lines[2] == (
+        f"rubric id 'good' is used by 2 files: {tmp_path / 'a-good.yaml'}, {tmp_path / 'd-twin.yaml'}"
+    )
 
 
 def test_load_rubrics_reads_yaml_and_yml(tmp_path: Path) -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sidecar.cli import main
+from tests.realparts import kafka_bootstrap
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,3 +63,77 @@ def test_bad_rubrics_stop_start_up_with_exit_2(
     assert code == 2
     assert "r.yaml" in err
     assert "checks.0" in err
+
+
+def sidecar_run(config: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "run", "--config", str(config), *extra],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SIDECAR_", "GOOGLE_"))},
+    )
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        config = tmp_path / "sidecar.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "rubrics_dir": str(REPO / "rubrics"),
+                    "kafka": {"bootstrap_servers": f"127.0.0.1:{closed_port()}"},
+                    "metrics": {"host": "127.0.0.1", "port": port},
+                    "otel": {"enabled": False},
+                }
+            )
+        )
+        proc = sidecar_run(config)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"sidecar: cannot serve metrics on 127.0.0.1:{port} (")
+    assert "metrics.port" in last
+    assert "Traceback" not in err and "Unclosed" not in err
+
+
+@pytest.mark.kafka
+def test_a_normal_start_and_stop_is_a_few_lines_of_sidecar(tmp_path: Path) -> None:
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "rubrics_dir": str(REPO / "rubrics"),
+                "kafka": {
+                    "bootstrap_servers": kafka_bootstrap(),
+                    "group_id": f"quiet-start-{uuid.uuid4().hex[:8]}",
+                },
+                "metrics": {"host": "127.0.0.1", "port": 0},
+                "otel": {"enabled": False},
+            }
+        )
+    )
+    proc = sidecar_run(config, "--log-format", "json")
+    assert proc.stderr is not None
+    lines: list[dict[str, str]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        assert line, f"sidecar run ended before it was ready: {lines}"
+        lines.append(json.loads(line))
+        if lines[-1]["message"].startswith("ready"):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=60)
+    lines += [json.loads(line) for line in rest.splitlines()]
+    assert proc.returncode == 0, lines
+    messages = [entry["message"] for entry in lines]
+    assert {entry["logger"].split(".")[0] for entry in lines} == {"sidecar"}, messages
+    assert any(m.startswith("starting:") for m in messages)
+    assert any(m.startswith("ready") for m in messages)
+    assert messages[-1].startswith("stopped cleanly after")
+    assert len(lines) <= 10, messages

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from sidecar.errors import ConfigError
 
 ReadyProbe = Callable[[], tuple[bool, str]]
 
@@ -38,7 +41,15 @@ class MetricsServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        """Listen; a ConfigError naming the address when it cannot (in use, not local, denied)."""
+        try:
+            self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve metrics on {self._host}:{self._port} "
+                f"({os.strerror(exc.errno) if exc.errno else exc}): another process may be listening there; "
+                "choose another port (metrics.port, SIDECAR_METRICS__PORT)"
+            ) from exc
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -325,9 +325,10 @@ class Supervisor:
             task.cancel()
 
 
-def worker_command(config: Path | None, log_level: str) -> list[str]:
+def worker_command(config: Path | None, log_level: str, log_format: str = "text") -> list[str]:
     """The command line of one worker: ``sidecar run`` with the same config, one process."""
     command = [sys.executable, "-m", "sidecar", "run", "--workers", "1", "--log-level", log_level]
+    command += ["--log-format", log_format]
     if config is not None:
         command += ["--config", str(config)]
     return command

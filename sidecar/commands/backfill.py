@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from sidecar import logs
 from sidecar.adapters.exposition import labelled
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaSink
@@ -106,6 +108,11 @@ def register(sub: Any) -> None:
         "--metrics-port", type=int, help="serve the backfill's metrics on this port"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--log-format", choices=logs.FORMATS, help="text or json (default: the log.format setting)"
+    )
+    # ``--from -2h``: argparse (before 3.13) takes "-2h" for an option; a time ago is a value.
+    parser._negative_number_matcher = re.compile(r"^-(\d+[smhdw]?|\d*\.\d+)$")
     parser.set_defaults(handler=handle, error_prefix="sidecar backfill")
 
 
@@ -180,10 +187,11 @@ def _check_targets(settings: Settings, group: str, topic: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = datetime.now(UTC)
     since, until = window_times(args.since, args.until, started)
     settings = load_settings(args.config)
+    # Warnings and errors only: the progress bar and the summary say how it goes.
+    logs.configure("warning", args.log_format or settings.log.format)
     rubrics = load_rubrics(args.rubrics or settings.rubrics_dir)
     group = args.group or f"{settings.kafka.group_id}-backfill-{started:%Y%m%dT%H%M%SZ}"
     topic = args.topic or settings.kafka.backfill_verdict_topic

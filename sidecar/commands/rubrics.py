@@ -1,8 +1,10 @@
-"""``sidecar rubrics check DIR`` and ``sidecar rubrics fingerprint PATH...``.
+"""``sidecar rubrics check PATH...`` and ``sidecar rubrics fingerprint PATH...``.
 
-``check`` validates rubric files. An invalid rubric is the finding of this
-command, not an error: it is printed as is and the exit code is 1. A path
-that is not a directory is a usage error (exit code 2). Each rubric's content
+``check`` validates rubric files (a directory means its ``*.yaml`` files).
+An invalid rubric, or a rubric id used by two files (both named), is the
+finding of this command, not an error: it is printed on stderr, each valid
+rubric still gets its ``ok`` line, and the exit code is 1. A path that does
+not exist is a usage error (exit code 2). Each rubric's content
 hash is compared with its recorded ``fingerprint:`` (:mod:`sidecar.drift.fingerprint`):
 content changed without a version bump is a warning (exit 1 with
 ``--strict``), an older fingerprint (the version was bumped since) a note; a
@@ -23,14 +25,22 @@ from typing import Any
 from sidecar.commands._io import read_text, write_file
 from sidecar.drift.fingerprint import FingerprintStatus, check_fingerprint, with_fingerprint
 from sidecar.errors import RubricError, UsageError
-from sidecar.evaluate.rubric import load_rubrics, parse_rubric, rubric_files
+from sidecar.evaluate.rubric import (
+    Rubric,
+    duplicate_ids,
+    load_rubric,
+    parse_rubric,
+    rubric_files,
+)
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("rubrics", help="work with rubric files")
     actions = parser.add_subparsers(dest="rubrics_command", metavar="ACTION", required=True)
-    check = actions.add_parser("check", help="validate every *.yaml rubric in a directory")
-    check.add_argument("directory", type=Path)
+    check = actions.add_parser(
+        "check", help="validate rubric files (a directory means its *.yaml files)"
+    )
+    check.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     check.add_argument(
         "--strict",
         action="store_true",
@@ -51,36 +61,52 @@ def register(sub: Any) -> None:
 
 
 def handle_check(args: argparse.Namespace) -> int:
-    if not args.directory.is_dir():
-        raise UsageError(f"{args.directory}: not a directory of rubric files")
-    try:
-        rubrics = load_rubrics(args.directory)
-    except RubricError as exc:
-        print(str(exc), file=sys.stderr)
+    files = _files(args.paths)
+    if not files:
+        print(f"{', '.join(map(str, args.paths))}: no rubric files (*.yaml) found", file=sys.stderr)
         return 1
+    loaded: list[tuple[Path, Rubric]] = []
+    invalid = 0
+    for path in files:
+        try:
+            loaded.append((path, load_rubric(path)))
+        except RubricError as exc:
+            invalid += 1
+            print(str(exc), file=sys.stderr)
     changed = 0
-    for rubric in rubrics:
-        criteria = len(rubric.judge.criteria) if rubric.judge else 0
-        print(
-            f"ok  {rubric.id} v{rubric.version}: {len(rubric.checks)} checks, "
-            f"{criteria} criteria, judge {rubric.judge_model}, hash {rubric.content_hash}"
-        )
-        if rubric.judge is not None and not 4 <= criteria <= 6:
-            print(
-                f"    note: {criteria} criteria; 4 to 6 binary criteria usually grade best "
-                "(fewer miss failure modes, more dilute the judge's attention)"
-            )
-        fingerprint = check_fingerprint(rubric)
-        match fingerprint.status:
-            case FingerprintStatus.CHANGED:
-                changed += 1
-                print(f"    warning: {fingerprint.message}")
-                print(f"sidecar rubrics: warning: {fingerprint.message}", file=sys.stderr)
-            case FingerprintStatus.STALE:
-                print(f"    note: {fingerprint.message}")
-            case FingerprintStatus.UNRECORDED | FingerprintStatus.MATCHES:
-                pass  # without a fingerprint there is nothing to compare with
+    for _, rubric in loaded:
+        changed += _report(rubric)
+    duplicates = duplicate_ids(loaded)
+    for problem in duplicates:
+        print(problem, file=sys.stderr)
+    if invalid or duplicates:
+        return 1
     return 1 if changed and args.strict else 0
+
+
+def _report(rubric: Rubric) -> int:
+    """Print the ``ok`` line of a valid rubric and its notes; 1 when it changed without a bump."""
+    criteria = len(rubric.judge.criteria) if rubric.judge else 0
+    print(
+        f"ok  {rubric.id} v{rubric.version}: {len(rubric.checks)} checks, "
+        f"{criteria} criteria, judge {rubric.judge_model}, hash {rubric.content_hash}"
+    )
+    if rubric.judge is not None and not 4 <= criteria <= 6:
+        print(
+            f"    note: {criteria} criteria; 4 to 6 binary criteria usually grade best "
+            "(fewer miss failure modes, more dilute the judge's attention)"
+        )
+    fingerprint = check_fingerprint(rubric)
+    match fingerprint.status:
+        case FingerprintStatus.CHANGED:
+            print(f"    warning: {fingerprint.message}")
+            print(f"sidecar rubrics: warning: {fingerprint.message}", file=sys.stderr)
+            return 1
+        case FingerprintStatus.STALE:
+            print(f"    note: {fingerprint.message}")
+        case FingerprintStatus.UNRECORDED | FingerprintStatus.MATCHES:
+            pass  # without a fingerprint there is nothing to compare with
+    return 0
 
 
 def _files(paths: list[Path]) -> list[Path]:
@@ -91,7 +117,7 @@ def _files(paths: list[Path]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise UsageError(f"{path}: no such rubric file or directory")
+            raise UsageError(f"{path}: no such rubric file or directory of rubric files")
     return files
 
 

@@ -30,6 +30,7 @@ from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
 from sidecar.errors import UsageError
+from sidecar import logs
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import ConsumerLag
@@ -40,7 +41,7 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--config", type=Path, help="YAML settings file (SIDECAR_* env overrides it)"
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    logs.add_arguments(parser)
     parser.add_argument(
         "--workers",
         type=int,
@@ -51,10 +52,8 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     settings = load_settings(args.config)
+    level, log_format = logs.configure_from(args, settings.log.level, settings.log.format)
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     workers = args.workers if args.workers is not None else settings.workers
@@ -66,7 +65,7 @@ def handle(args: argparse.Namespace) -> int:
                 logging.getLogger("sidecar").warning("%s", fingerprint.message)
     if workers > 1:
         # Settings and rubrics are valid (checked above): start the workers.
-        supervisor = Supervisor(settings, worker_command(args.config, args.log_level), workers)
+        supervisor = Supervisor(settings, worker_command(args.config, level, log_format), workers)
         logging.getLogger("sidecar").info(
             "starting %d workers, metrics on :%d", workers, settings.metrics.port
         )
@@ -104,8 +103,10 @@ def handle(args: argparse.Namespace) -> int:
         )
     # A worker's statistics reach the supervisor through files (sidecar.adapters.workers).
     bridge = StatsBridge(metrics) if index is not None else None
+    started = time.monotonic()
     asyncio.run(_run(service, server, canaries, bridge, orphan_watch=index is not None))
     spans.shutdown()
+    logging.getLogger("sidecar").info("stopped cleanly after %.0fs", time.monotonic() - started)
     return 0
 
 

@@ -102,6 +102,15 @@ class Emitter:
         elif len(self._emitted) > self.emitted_memory:
             self._emitted.popitem(last=False)
         self.telemetry.event(VerdictEmitted(verdict, span_id, duplicate))
+        log.debug(
+            "trace %s decided: %s %s@%s (agent %s)%s",
+            verdict.trace_id,
+            verdict.outcome.value,
+            verdict.rubric_id,
+            verdict.rubric_version,
+            verdict.agent,
+            " (seen before)" if duplicate else "",
+        )
         records: list[OutRecord] = []
         key = verdict.trace_id.encode("ascii")
         if self.verdict_topic is not None:

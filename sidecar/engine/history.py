@@ -27,7 +27,7 @@ positions are committed to the backfill's own group.
 
 Time arguments (:func:`parse_time`): ISO-8601 (a time without a zone is UTC),
 ``now``, or a time ago: ``30s``, ``30m``, ``2h``, ``1d``, ``1w``, also with a
-minus (``--from=-2h``; argparse takes ``--from -2h`` for an option).
+minus (``--from -2h``).
 """
 
 from __future__ import annotations

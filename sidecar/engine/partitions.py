@@ -297,6 +297,15 @@ class PartitionEngine(Generic[T, P]):
     def _dead_letter(self, record: Record, reason: str, detail: str) -> None:
         """Send ``record`` to the dead-letter topic; its offset is held until acknowledged."""
         self.stats.dead_letters[reason] = self.stats.dead_letters.get(reason, 0) + 1
+        # Repeats are held back by the log handler (sidecar.logs), counted in the next line.
+        log.warning(
+            "record %s[%d]@%d goes to the dead-letter topic: %s (%s)",
+            record.topic,
+            record.partition,
+            record.offset,
+            reason,
+            detail[:200],
+        )
         self.offsets.consumed(record.topic, record.partition, record.offset)
         item = self.flight.running_now(
             record, {record.topic: {record.partition: record.offset}}, self.clock()
@@ -381,6 +390,8 @@ class PartitionEngine(Generic[T, P]):
         self.offsets.drop_partitions(partitions)
         self._committed = {tp: p for tp, p in self._committed.items() if tp[1] not in partitions}
         self.stats.assigned = self.stats.assigned - partitions
+        if not partitions:
+            return  # a first join revokes nothing: not worth a line
         log.info(
             "%s: partitions %s revoked%s",
             self.name,

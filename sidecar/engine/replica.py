@@ -331,6 +331,7 @@ class Service:
         self._clients = [c for c in order if c is not None and c in started]
         self._ready = True
         self.telemetry.event(Readiness(True))
+        log.info("ready: connected to Kafka, reading %s", self.settings.kafka.topic)
 
     async def close(self) -> None:
         """Shutdown step 5: leave the groups, stop the producer, close the judge, flush spans."""

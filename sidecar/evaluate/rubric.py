@@ -22,8 +22,9 @@ a conversation is decided (:class:`ConversationSpec`).
 
 from __future__ import annotations
 
+import difflib
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,7 +41,7 @@ from pydantic import (
 )
 
 from sidecar.errors import RubricError
-from sidecar.evaluate.checks import CheckSpec, about_tools
+from sidecar.evaluate.checks import CHECK_TYPES, CheckSpec, about_tools
 from sidecar.evaluate.checks.base import Name
 from sidecar.evaluate.rubric_hash import HASH_LENGTH, rubric_hash
 from sidecar.safe_yaml import YamlLimitError
@@ -259,8 +260,20 @@ def _format_error(path: Path, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        lines.append(f"{path}: {loc}: {err['msg']}")
+        lines.append(f"{path}: {loc}: {_message(err)}")
     return "\n".join(lines)
+
+
+def _message(err: Any) -> str:
+    """pydantic's message, but an unknown check type in our words, with the nearest known one."""
+    ctx = err.get("ctx") or {}
+    if err["type"] == "union_tag_invalid" and ctx.get("discriminator") == "'type'":
+        tag = str(ctx.get("tag"))
+        known = [c.name for c in CHECK_TYPES]
+        near = difflib.get_close_matches(tag, known, n=1)
+        hint = f"did you mean {near[0]!r}?" if near else f"known types: {', '.join(known)}"
+        return f"unknown check type {tag!r}; {hint}"
+    return str(err["msg"])
 
 
 def parse_rubric(text: str, path: Path) -> Rubric:
@@ -297,22 +310,31 @@ def load_rubrics(directory: Path) -> list[Rubric]:
     """Load every *.yaml/*.yml in ``directory``; all errors are reported together."""
     rubrics: list[Rubric] = []
     problems: list[str] = []
+    paths: list[Path] = []
     for path in rubric_files(directory):
         try:
             rubrics.append(load_rubric(path))
+            paths.append(path)
         except RubricError as exc:
             problems.append(str(exc))
-    ids: dict[str, int] = {}
-    for rubric in rubrics:
-        ids[rubric.id] = ids.get(rubric.id, 0) + 1
-    problems.extend(
-        f"{directory}: rubric id {rid!r} is used by {n} files" for rid, n in ids.items() if n > 1
-    )
+    problems.extend(duplicate_ids(list(zip(paths, rubrics, strict=True))))
     if problems:
         raise RubricError("\n".join(problems))
     if not rubrics:
         raise RubricError(f"{directory}: no rubric files (*.yaml) found")
     return rubrics
+
+
+def duplicate_ids(loaded: Sequence[tuple[Path, Rubric]]) -> list[str]:
+    """One problem per rubric id that more than one file uses, naming the files."""
+    files: dict[str, list[Path]] = {}
+    for path, rubric in loaded:
+        files.setdefault(rubric.id, []).append(path)
+    return [
+        f"rubric id {rid!r} is used by {len(used)} files: {', '.join(str(p) for p in used)}"
+        for rid, used in files.items()
+        if len(used) > 1
+    ]
 
 
 def route(

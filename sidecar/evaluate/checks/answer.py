@@ -82,7 +82,12 @@ def answer_regex(spec: AnswerRegex, transcript: Transcript) -> Finding:
         found = compile_linear(spec.must_not_match, spec.ignore_case).search(answer)
         if found is not None:
             return failed(f"answer matches {spec.must_not_match!r} at {_excerpt(answer, found)}")
-    return passed("answer matches the patterns")
+    said = []
+    if spec.must_match is not None:
+        said.append(f"matches {spec.must_match!r}")
+    if spec.must_not_match is not None:
+        said.append(f"does not match {spec.must_not_match!r}")
+    return passed(f"answer {' and '.join(said) or 'has no pattern to meet'}")
 
 
 def _answer_json(answer: str) -> tuple[bool, Any]:
