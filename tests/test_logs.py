@@ -70,7 +70,8 @@ def test_a_hostile_value_stays_on_its_own_line(raw: str, escaped: str) -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
     assert lines[0].endswith(f"agent {escaped}, model {escaped}, conversation {escaped}")
-    assert "\x1b" not in out.getvalue() and "\r" not in out.getvalue()
+    assert "\x1b" not in out.getvalue()
+    assert "\r" not in out.getvalue()
 
 
 @pytest.mark.usefixtures("root_state")
@@ -102,7 +103,8 @@ def test_a_traceback_keeps_its_lines_indented_and_escaped() -> None:
         logging.getLogger("sidecar").exception("evaluating failed")
     first, *rest = out.getvalue().rstrip("\n").split("\n")
     assert first.endswith("ERROR sidecar: evaluating failed")
-    assert rest and all(line.startswith("  ") for line in rest)
+    assert rest
+    assert all(line.startswith("  ") for line in rest)
     assert "\x1b" not in out.getvalue()
 
 
@@ -185,7 +187,8 @@ def test_repeated_warnings_are_held_back_and_counted() -> None:
     assert again.getMessage().endswith("(48 more like this in the last 60s)")
     clock.now = 200
     quiet = record(template, "t", 0, 100, "not_otlp")
-    assert repeats.filter(quiet) and "more like this" not in quiet.getMessage()
+    assert repeats.filter(quiet)
+    assert "more like this" not in quiet.getMessage()
 
 
 def test_info_lines_always_pass_and_memory_is_bounded() -> None:

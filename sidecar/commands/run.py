@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sidecar import logs
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
 from sidecar.adapters.kafka_turns import KafkaConversationState, turn_source
@@ -30,7 +31,6 @@ from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
 from sidecar.errors import UsageError
-from sidecar import logs
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import ConsumerLag
