@@ -133,8 +133,12 @@ def test_a_normal_start_and_stop_is_a_few_lines_of_sidecar(tmp_path: Path) -> No
     lines += [json.loads(line) for line in rest.splitlines()]
     assert proc.returncode == 0, lines
     messages = [entry["message"] for entry in lines]
-    assert {entry["logger"].split(".")[0] for entry in lines} == {"sidecar"}, messages
-    assert any(m.startswith("starting:") for m in messages)
-    assert any(m.startswith("ready") for m in messages)
+    # Other libraries speak at WARNING and above only (a topic created on demand can
+    # make aiokafka warn once about its metadata); everything at INFO is sidecar's own.
+    others = [e for e in lines if e["logger"].split(".")[0] != "sidecar"]
+    assert all(e["level"] in ("WARNING", "ERROR", "CRITICAL") for e in others), messages
+    ours = [e["message"] for e in lines if e not in others]
+    assert any(m.startswith("starting:") for m in ours)
+    assert any(m.startswith("ready") for m in ours)
     assert messages[-1].startswith("stopped cleanly after")
-    assert len(lines) <= 10, messages
+    assert len(ours) <= 10, messages
