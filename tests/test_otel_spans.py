@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,17 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from sidecar.adapters.otel import EVENT_NAME, JsonLinesSpanExporter, VerdictSpans, tracer_provider
+from sidecar.adapters.otel import (
+    EVALUATION_SCHEMA,
+    EVALUATOR_ID,
+    EVALUATOR_TYPE,
+    EVALUATOR_VERSION,
+    EVENT_NAME,
+    SCHEMA_ATTRIBUTE,
+    JsonLinesSpanExporter,
+    VerdictSpans,
+    tracer_provider,
+)
 from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.ingest.decode import decode
 from sidecar.model import CheckResult, CriterionResult, Outcome
@@ -170,7 +181,37 @@ def test_one_evaluation_event_per_result(
         v = verdict(checks=[], criteria=[result])
     (event,) = emit_one(exported, v).events
     assert event.name == EVENT_NAME == "gen_ai.evaluation.result"
-    assert dict(event.attributes or {}) == expected
+    attributes = dict(event.attributes or {})
+    evaluator = {k: attributes.pop(k) for k in list(attributes) if k in EVALUATOR_KEYS}
+    assert attributes == expected
+    assert evaluator[EVALUATOR_ID] == f"refund-support/{result.name}"
+
+
+EVALUATOR_KEYS = {EVALUATOR_ID, EVALUATOR_VERSION, EVALUATOR_TYPE, SCHEMA_ATTRIBUTE}
+
+
+def test_every_event_names_its_evaluator_and_the_conventions_followed(
+    exported: tuple[VerdictSpans, InMemorySpanExporter],
+) -> None:
+    v = verdict(
+        checks=[CheckResult("allowed_tools", FAIL, detail="x")],
+        criteria=[CriterionResult("polite", PASS, evidence="hi")],
+    )
+    v = dataclasses.replace(v, rubric_hash="0123456789ab")
+    check, criterion = (dict(e.attributes or {}) for e in emit_one(exported, v).events)
+    assert {k: check[k] for k in EVALUATOR_KEYS} == {
+        EVALUATOR_ID: "refund-support/allowed_tools",
+        EVALUATOR_VERSION: "3+0123456789ab",
+        EVALUATOR_TYPE: "deterministic",
+        SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
+    }
+    assert {k: criterion[k] for k in EVALUATOR_KEYS} == {
+        EVALUATOR_ID: "refund-support/polite",
+        EVALUATOR_VERSION: "3+0123456789ab",
+        EVALUATOR_TYPE: "llm_judge",
+        SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
+    }
+    assert SCHEMA_ATTRIBUTE == "sidecar.semconv.evaluation_schema"
 
 
 def test_events_in_order_checks_then_judged_criteria(

@@ -12,8 +12,9 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
+from sidecar.adapters.exposition import exposition
 from sidecar.errors import ConfigError
 
 ReadyProbe = Callable[[], tuple[bool, str]]
@@ -60,14 +61,16 @@ class MetricsServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request_line = await asyncio.wait_for(reader.readline(), timeout=5)
+            accept = ""
             while True:  # drain headers
                 line = await asyncio.wait_for(reader.readline(), timeout=5)
                 if line in (b"\r\n", b"\n", b""):
                     break
+                accept = _accept(line) or accept
             parts = request_line.decode("latin-1").split()
             path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
             method = parts[0] if parts else ""
-            status, content_type, body = self._route(method, path)
+            status, content_type, body = self._route(method, path, accept)
             head = (
                 f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -82,12 +85,13 @@ class MetricsServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    def _route(self, method: str, path: str) -> tuple[str, str, bytes]:
+    def _route(self, method: str, path: str, accept: str = "") -> tuple[str, str, bytes]:
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", "text/plain", b"only GET\n"
         match path:
             case "/metrics":
-                return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry)
+                content_type, body = exposition(self._registry, accept)
+                return "200 OK", content_type, body
             case "/healthz":
                 return "200 OK", "text/plain", b"ok\n"
             case "/readyz":
@@ -96,3 +100,9 @@ class MetricsServer:
                 return status, "text/plain", (why + "\n").encode()
             case _:
                 return "404 Not Found", "text/plain", b"try /metrics, /healthz or /readyz\n"
+
+
+def _accept(line: bytes) -> str | None:
+    """The value of an ``Accept`` header line (None for any other header)."""
+    name, _, value = line.decode("latin-1").partition(":")
+    return value.strip() if name.strip().lower() == "accept" else None

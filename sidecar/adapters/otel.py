@@ -6,7 +6,9 @@ flag, so parent-based samplers keep it) and it links to that span too. One
 ``gen_ai.evaluation.result`` event is added per check and per criterion.
 Provenance (DESIGN 13), when the verdict has it: ``eval.rubric.hash`` on the
 span and on every event, ``eval.judge.model_version`` on the span and on every
-criterion event.
+criterion event. Every event also names its evaluator
+(:func:`evaluator_attributes`: ``gen_ai.evaluation.evaluator.id``, ``.version``,
+``.type``) and the version of the conventions followed (``EVALUATION_SCHEMA``).
 
 A conversation verdict (DESIGN 12) goes into the last turn's trace, under its
 root, and links to every other turn's root (``eval.link: conversation_turn``,
@@ -64,6 +66,17 @@ from sidecar.ingest.otlpjson import request_to_json_line
 from sidecar.model import CheckResult, CriterionResult, Outcome
 
 EVENT_NAME = "gen_ai.evaluation.result"
+# The GenAI conventions' event text followed (still experimental): semantic-conventions
+# 1.38.0's gen_ai.evaluation.result (now kept in semantic-conventions-genai), plus the
+# evaluator provenance attributes proposed there in PR #359. Stamped on every event
+# (SCHEMA_ATTRIBUTE), so a rename upstream is one line here and visible in the data.
+EVALUATION_SCHEMA = "1.38.0+genai-pr359"
+SCHEMA_ATTRIBUTE = "sidecar.semconv.evaluation_schema"
+EVALUATOR_ID = "gen_ai.evaluation.evaluator.id"
+EVALUATOR_VERSION = "gen_ai.evaluation.evaluator.version"
+EVALUATOR_TYPE = "gen_ai.evaluation.evaluator.type"
+# gen_ai.evaluation.evaluator.type values; human labels are not emitted as events (yet).
+LLM_JUDGE, DETERMINISTIC, HUMAN = "llm_judge", "deterministic", "human"
 RUBRIC_HASH = "eval.rubric.hash"
 JUDGE_MODEL_VERSION = "eval.judge.model_version"
 
@@ -230,10 +243,14 @@ class VerdictSpans:
         )
         rubric_only = {k: v for k, v in provenance.items() if k == RUBRIC_HASH}
         for check in verdict.checks:
-            span.add_event(EVENT_NAME, {**_check_event(check), **rubric_only})
+            evaluator = evaluator_attributes(verdict, check.name, DETERMINISTIC)
+            span.add_event(EVENT_NAME, {**_check_event(check), **rubric_only, **evaluator})
         for criterion in verdict.criteria:
             if criterion.outcome is not Outcome.SKIPPED:
-                span.add_event(EVENT_NAME, {**_criterion_event(criterion), **provenance})
+                evaluator = evaluator_attributes(verdict, criterion.name, LLM_JUDGE)
+                span.add_event(
+                    EVENT_NAME, {**_criterion_event(criterion), **provenance, **evaluator}
+                )
         span.end()
         return f"{span.get_span_context().span_id:016x}"
 
@@ -279,6 +296,19 @@ def _bounded(call: Callable[[], object], timeout_s: float, what: str) -> bool:
         timeout_s,
     )
     return False
+
+
+def evaluator_attributes(verdict: Verdict, name: str, kind: str) -> dict[str, AttributeValue]:
+    """Who made one result: ``{rubric}/{check or criterion}``, ``{version}+{hash[:12]}``, type."""
+    version = verdict.rubric_version
+    if verdict.rubric_hash:
+        version = f"{version}+{verdict.rubric_hash[:12]}"
+    return {
+        EVALUATOR_ID: f"{verdict.rubric_id}/{name}",
+        EVALUATOR_VERSION: version,
+        EVALUATOR_TYPE: kind,
+        SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
+    }
 
 
 def _provenance(verdict: Verdict) -> dict[str, AttributeValue]:

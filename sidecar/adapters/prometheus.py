@@ -20,6 +20,10 @@ judge's own report), which is not a pass until a person reviews it. Pass-rate
 queries select ``outcome="PASS"`` and ``outcome=~"PASS|FAIL"``, so HELD stays
 out of both; it is its own count.
 
+The verdict families and ``sidecar_verdict_latency_seconds`` carry exemplars
+(trace and span id of a recent verdict; :mod:`sidecar.adapters.exemplars`),
+shown in the OpenMetrics exposition only.
+
 The verdict families (cases, check results, criterion verdicts) carry a
 ``scope`` label: ``trace`` or ``conversation`` (DESIGN 12). The conversation
 stage's own families are in :class:`ConversationMetrics`.
@@ -28,6 +32,7 @@ stage's own families are in :class:`ConversationMetrics`.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from sidecar import __version__
+from sidecar.adapters.exemplars import ExemplarMemory, bucket_bound, verdict_exemplar
 from sidecar.conversation.stage import ConversationStats
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.deliver import DeliveryStats
@@ -100,9 +106,17 @@ JUDGE_DURATION_BUCKETS = (
     120.0,
 )
 
+# From a trace's end to its verdict (the decision wait, judging, queueing).
+VERDICT_LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
 
 class Metrics:
-    """The metric families, bound to one registry (a fresh one per test)."""
+    """The metric families, bound to one registry (a fresh one per test).
+
+    ``exemplar_memory``: set in ``--workers`` workers, where the multiprocess
+    files drop exemplars; the latest exemplar of each verdict series is kept
+    there too, for the supervisor (:mod:`sidecar.adapters.exemplars`).
+    """
 
     def __init__(
         self,
@@ -158,6 +172,15 @@ class Metrics:
             ],
             registry=r,
         )
+        self.verdict_latency = Histogram(
+            "sidecar_verdict_latency_seconds",
+            "From the end of the evaluated trace to its verdict decided (decision wait, "
+            "judging, queueing), per trace-scope verdict; exemplars name the trace.",
+            ["rubric"],
+            buckets=VERDICT_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.exemplar_memory: ExemplarMemory | None = None
         self.duplicate_verdicts = Counter(
             "sidecar_duplicate_verdicts_total",
             "Verdicts emitted again for an idempotency key seen before (at-least-once redelivery).",
@@ -417,7 +440,7 @@ class Metrics:
         """Count one event of :mod:`sidecar.telemetry` in its families."""
         match event:
             case VerdictEmitted():
-                record_verdict(self, event.verdict)
+                record_verdict(self, event.verdict, event.span_id)
                 if event.duplicate:
                     self.duplicate_verdicts.inc()
             case TracePlanned():
@@ -667,12 +690,13 @@ class CanaryJudgeAccounting:
         self.cache_requests = cache_requests
 
 
-def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
-    """Count one emitted verdict in the outcome families."""
+def record_verdict(metrics: Metrics, verdict: Verdict, span_id: str | None = None) -> None:
+    """Count one emitted verdict in the outcome families, with its exemplar."""
     agent, agent_version = metrics.agent_labels(verdict.agent, verdict.agent_version)
     rubric, rubric_version, scope = verdict.rubric_id, verdict.rubric_version, verdict.scope
-    child = metrics.child
-    child(
+    exemplar = verdict_exemplar(verdict.trace_id, span_id)
+    count = _exemplified(metrics, exemplar)
+    count(
         metrics.cases,
         rubric,
         rubric_version,
@@ -681,15 +705,13 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
         agent_version,
         verdict.outcome.value,
         scope,
-    ).inc()
+    )
     for check in verdict.checks:
-        child(
-            metrics.check_results, rubric, rubric_version, check.name, check.outcome.value, scope
-        ).inc()
+        count(metrics.check_results, rubric, rubric_version, check.name, check.outcome.value, scope)
     version = metrics.model_version_label(verdict.judge_model_version)
     for criterion in verdict.criteria:
         held = verdict.injection_suspected and criterion.outcome is Outcome.PASS
-        child(
+        count(
             metrics.criterion_verdicts,
             rubric,
             rubric_version,
@@ -699,7 +721,35 @@ def record_verdict(metrics: Metrics, verdict: Verdict) -> None:
             "true" if criterion.gate else "false",
             HELD if held else criterion.outcome.value,
             scope,
-        ).inc()
+        )
+    record_latency(metrics, verdict, exemplar)
+
+
+def _exemplified(metrics: Metrics, exemplar: dict[str, str]) -> Callable[..., None]:
+    """``count(family, *labels)``: one increment with ``exemplar`` (remembered for workers)."""
+    memory = metrics.exemplar_memory
+    now = time.time()
+
+    def count(family: Counter, *values: str) -> None:
+        metrics.child(family, *values).inc(exemplar=exemplar)
+        if memory is not None:
+            labels = dict(zip(family._labelnames, values, strict=True))
+            memory.remember(family._name + "_total", labels, exemplar, 1.0, now)
+
+    return count
+
+
+def record_latency(metrics: Metrics, verdict: Verdict, exemplar: dict[str, str]) -> None:
+    """Observe a trace verdict's latency (trace end to decision), when both times are known."""
+    if verdict.scope != "trace" or verdict.trace_end is None or verdict.decided_at is None:
+        return
+    seconds = max(0.0, (verdict.decided_at - verdict.trace_end) / 1e9)
+    metrics.verdict_latency.labels(rubric=verdict.rubric_id).observe(seconds, exemplar=exemplar)
+    if metrics.exemplar_memory is not None:
+        labels = {"rubric": verdict.rubric_id, "le": bucket_bound(seconds, VERDICT_LATENCY_BUCKETS)}
+        metrics.exemplar_memory.remember(
+            "sidecar_verdict_latency_seconds_bucket", labels, exemplar, seconds, time.time()
+        )
 
 
 def record_sampling(metrics: Metrics, rubric: str, decision: str, reason: str) -> None:

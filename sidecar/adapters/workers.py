@@ -55,6 +55,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from sidecar.adapters.exemplars import ExemplarMemory, MergedExemplars
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import STAT_FAMILIES, Metrics, retire
 from sidecar.retry import Backoff
@@ -178,7 +179,8 @@ class Supervisor:
         self._own_dir = metrics_dir is None
         self.metrics_dir = metrics_dir or Path(tempfile.mkdtemp(prefix="sidecar-metrics-"))
         self.registry = CollectorRegistry()
-        MultiProcessCollector(self.registry, path=str(self.metrics_dir))  # type: ignore[no-untyped-call]
+        summed = MultiProcessCollector(None, path=str(self.metrics_dir))  # type: ignore[no-untyped-call]
+        self.registry.register(MergedExemplars(summed, self.metrics_dir))
         self.restarts = Counter(
             "sidecar_worker_restarts_total",
             "Worker processes started again after they exited unexpectedly.",
@@ -343,11 +345,19 @@ class StatsBridge:
     into metric objects of their own (counters by their increase, gauges set,
     with the family's declared mode) every ``interval_s`` and once more at
     the end. Series that disappear (a revoked partition's lag) are retired.
+
+    With ``exemplar_dir`` (the multiprocess directory) the verdict series'
+    latest exemplars are written there too, for the supervisor to merge.
     """
 
-    def __init__(self, metrics: Metrics, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, metrics: Metrics, interval_s: float = 1.0, exemplar_dir: Path | None = None
+    ) -> None:
         self._metrics = metrics
         self.interval_s = interval_s
+        self._exemplar_dir = exemplar_dir
+        if exemplar_dir is not None:
+            metrics.exemplar_memory = ExemplarMemory()
         # A registry of its own: the names are already the worker's own collector's.
         registry = CollectorRegistry()
         self._families: dict[str, Counter | Gauge] = {}
@@ -383,6 +393,12 @@ class StatsBridge:
                     if gone:
                         retire(metric, *gone, last=0.0 if family.mode == "livesum" else math.nan)
             self._written[family.name] = dict(now)
+        memory = self._metrics.exemplar_memory
+        if self._exemplar_dir is not None and memory is not None and len(memory):
+            try:
+                memory.write(self._exemplar_dir)
+            except OSError as exc:
+                log.warning("exemplars could not be written to %s: %s", self._exemplar_dir, exc)
 
     async def run(self, stop: asyncio.Event) -> None:
         try:

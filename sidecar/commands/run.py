@@ -19,6 +19,7 @@ from sidecar.adapters.kafka_turns import KafkaConversationState, turn_source
 from sidecar.adapters.otel import verdict_spans
 from sidecar.adapters.prometheus import Metrics, record_rubrics
 from sidecar.adapters.workers import (
+    MULTIPROC_ENV,
     StatsBridge,
     Supervisor,
     pass_gate,
@@ -102,7 +103,9 @@ def handle(args: argparse.Namespace) -> int:
             "worker %d: the other workers were not loaded in time; starting anyway", index
         )
     # A worker's statistics reach the supervisor through files (sidecar.adapters.workers).
-    bridge = StatsBridge(metrics) if index is not None else None
+    multiproc = os.environ.get(MULTIPROC_ENV)
+    exemplar_dir = Path(multiproc) if multiproc else None
+    bridge = StatsBridge(metrics, exemplar_dir=exemplar_dir) if index is not None else None
     started = time.monotonic()
     asyncio.run(_run(service, server, canaries, bridge, orphan_watch=index is not None))
     spans.shutdown()
