@@ -30,9 +30,13 @@ from typing import Any
 import yaml
 
 from sidecar.evaluate.rubric import Rubric
+from sidecar.evaluate.verdict import Verdict, make_verdict
 from sidecar.model import (
     AttrValue,
+    CheckResult,
+    CriterionResult,
     DecideReason,
+    Outcome,
     Span,
     SpanEvent,
     SpanKind,
@@ -434,3 +438,31 @@ def genai_trace(
         kind=SpanKind.SERVER,
     )
     return trace(root, *children)
+
+
+def metric_verdict(
+    trace_id: str = TRACE_ID,
+    agent: str | None = "refund-agent",
+    version: str | None = "1.4.2",
+    **overrides: Any,
+) -> Verdict:
+    """A judged verdict with one failing and one passing check, one criterion in error."""
+    fields: dict[str, Any] = {
+        "rubric_id": "refund-support",
+        "rubric_version": "3",
+        "judge_model": "gemini-2.5-flash",
+        "checks": [
+            CheckResult("allowed_tools", Outcome.FAIL, detail=f"trace {trace_id} called x"),
+            CheckResult("fast_enough", Outcome.PASS, gate=False),
+        ],
+        "criteria": [
+            CriterionResult("correct_amount", Outcome.PASS, evidence="refund of $40"),
+            CriterionResult("polite", Outcome.ERROR, gate=False, reason="missing"),
+        ],
+        "judged": True,
+        "sample_reason": "ratio",
+        "judge_model_version": "gemini-2.5-flash-001",
+    }
+    fields.update(overrides)
+    tx = transcript(trace_id=trace_id, agent_name=agent, agent_version=version, answer="hi")
+    return make_verdict(tx, **fields)

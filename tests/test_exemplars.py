@@ -19,7 +19,7 @@ from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import VERDICT_LATENCY_BUCKETS, Metrics, record_verdict
 from sidecar.evaluate.verdict import Verdict
 from tests.builders import TRACE_ID
-from tests.test_metrics import verdict
+from tests.builders import metric_verdict as verdict
 
 SPAN_ID = "00f067aa0ba902b7"
 

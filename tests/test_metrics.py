@@ -7,38 +7,11 @@ from prometheus_client import CollectorRegistry
 
 from sidecar import __version__
 from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling, record_verdict
-from sidecar.evaluate.verdict import Verdict, make_verdict
-from sidecar.model import CheckResult, CriterionResult, Outcome
-from tests.builders import ROOT_SPAN_ID, TRACE_ID, rubric, transcript
+from sidecar.model import CheckResult, Outcome
+from tests.builders import ROOT_SPAN_ID, rubric
+from tests.builders import metric_verdict as verdict
 
 RUBRIC = {"rubric": "refund-support", "rubric_version": "3"}
-
-
-def verdict(
-    trace_id: str = TRACE_ID,
-    agent: str | None = "refund-agent",
-    version: str | None = "1.4.2",
-    **overrides: Any,
-) -> Verdict:
-    fields: dict[str, Any] = {
-        "rubric_id": "refund-support",
-        "rubric_version": "3",
-        "judge_model": "gemini-2.5-flash",
-        "checks": [
-            CheckResult("allowed_tools", Outcome.FAIL, detail=f"trace {trace_id} called x"),
-            CheckResult("fast_enough", Outcome.PASS, gate=False),
-        ],
-        "criteria": [
-            CriterionResult("correct_amount", Outcome.PASS, evidence="refund of $40"),
-            CriterionResult("polite", Outcome.ERROR, gate=False, reason="missing"),
-        ],
-        "judged": True,
-        "sample_reason": "ratio",
-        "judge_model_version": "gemini-2.5-flash-001",
-    }
-    fields.update(overrides)
-    tx = transcript(trace_id=trace_id, agent_name=agent, agent_version=version, answer="hi")
-    return make_verdict(tx, **fields)
 
 
 @pytest.fixture

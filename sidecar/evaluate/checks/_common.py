@@ -12,7 +12,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from sidecar.bounds import json_too_deep
-from sidecar.evaluate.checks.schema import Certain, certainly_valid, new_validator
+from sidecar.evaluate.checks.schema import new_validator
 from sidecar.fastrecord import record_builder
 from sidecar.model import Captured, ContentField, Flag, Outcome, Transcript
 from sidecar.text import loads as text_loads
@@ -147,33 +147,26 @@ def schema_violation(schema: Mapping[str, Any], instance: object) -> str | None:
     Formats (``date``, ``email`` ...) are asserted: a rubric author who writes
     ``format: date`` expects a wrong date to fail, not to be an annotation.
     """
-    validator, certain = _validator(schema)
-    # Most instances are valid: a simple schema's compiled test says so without the
-    # validator; every violation, and whatever it is not certain of, the validator words.
-    if certain is not None and certain(instance):
-        return None
-    error = best_match(validator.iter_errors(instance))
+    error = best_match(_validator(schema).iter_errors(instance))
     if error is None:
         return None
     return f"{error.json_path}: {error.message}"
 
 
-# Validators (and the compiled certainly-valid test of a simple schema) by the
-# identity of their schema: a rubric's schema lives as long as the rubric, and
+# Validators by the identity of their schema: a rubric's schema lives as long as the rubric, and
 # building a validator costs about half of using it. The schema is held next to its
 # validator, so its id cannot be reused while cached. Rubric sets hold far fewer
 # schemas than the bound; past it the cache starts over.
-_Compiled = tuple[jsonschema.Draft202012Validator, Certain | None]
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], _Compiled]] = {}
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator]] = {}
 _MAX_VALIDATORS = 256
 
 
-def _validator(schema: Mapping[str, Any]) -> _Compiled:
+def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
     cached = _VALIDATORS.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
-    compiled = (new_validator(schema), certainly_valid(schema))  # RE2 patterns, nothing fetched
+    validator = new_validator(schema)  # RE2 patterns, nothing fetched
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
-    _VALIDATORS[id(schema)] = (schema, compiled)
-    return compiled
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import bisect
 import decimal
-import functools
 import json
 import re
 import unicodedata
@@ -202,9 +201,6 @@ def _readings(match: re.Match[str]) -> tuple[tuple[Decimal, ...], ...]:
     return _readings_of(form, match.group(form))
 
 
-# The same few numbers recur in every answer and tool result; their readings are
-# immutable, so each (form, text) is read once. Bounded: past it, least recent first.
-@functools.lru_cache(maxsize=4096)
 def _readings_of(form: str, text: str) -> tuple[tuple[Decimal, ...], ...]:
     candidates: list[tuple[str, ...]]
     match form:

@@ -7,9 +7,7 @@ from it:
 
 - ``read_span`` tries the readers in ascending precedence; the first that
   recognises a span wins and says what kind of step it is (agent, LLM call,
-  tool execution) and what content it carries, as ``Message`` records. A span
-  that shows nothing any convention claims (``Convention.claims``) goes
-  straight to the readers that claim nothing: the same reading, found sooner;
+  tool execution) and what content it carries, as ``Message`` records;
 - ``ALL_CONVENTIONS``: the order in which ``Transcript.conventions`` lists
   them (registry order), so equal traces list them equally;
 - ``ROOT_SPANS``: the spans the assembler may take as a trace's root.
@@ -56,7 +54,6 @@ from sidecar.evaluate.conventions.openinference import OPENINFERENCE
 from sidecar.evaluate.conventions.openllmetry import OPENLLMETRY
 from sidecar.evaluate.conventions.otel_genai import OTEL_GENAI
 from sidecar.evaluate.conventions.reading import (
-    Claims,
     Convention,
     Reader,
     Reading,
@@ -75,7 +72,6 @@ __all__ = [
     "READERS",
     "REDACTED",
     "ROOT_SPANS",
-    "Claims",
     "Convention",
     "Message",
     "MessageMemo",
@@ -113,19 +109,6 @@ _BY_PRECEDENCE = sorted(CONVENTIONS, key=lambda c: c.precedence)
 
 READERS: tuple[Reader, ...] = tuple(c.read for c in _BY_PRECEDENCE)
 
-# What any convention claims, and the readers (in precedence) of those claiming nothing.
-_CLAIMED: Claims = functools.reduce(
-    operator.or_, (c.claims for c in CONVENTIONS if c.claims is not None), Claims()
-)
-_UNCLAIMING: tuple[Reader, ...] = tuple(c.read for c in _BY_PRECEDENCE if c.claims is None)
-
-# Whether a span outside the claimed scopes shows a claim depends on its attribute
-# keys alone, and the spans of one instrumentation share their keys: decided once per
-# key tuple (up to _MAX_KEYS keys), for up to _MAX_SHOWN tuples, then started over.
-_SHOWN: dict[tuple[str, ...], bool] = {}
-_MAX_SHOWN = 512
-_MAX_KEYS = 64
-
 ROOT_SPANS: RootSpans = functools.reduce(
     operator.or_, (c.root_spans for c in CONVENTIONS), RootSpans()
 )
@@ -133,23 +116,8 @@ ROOT_SPANS: RootSpans = functools.reduce(
 
 def read_span(span: Span, memo: MessageMemo | None = None) -> Reading | None:
     """The first reading of ``span``; ``memo`` shares parsed messages across one trace."""
-    # Readers whose claims the span does not show would return None: not tried.
-    for reader in READERS if _claimed(span) else _UNCLAIMING:
+    for reader in READERS:
         reading = reader(span, memo)
         if reading is not None:
             return reading
     return None
-
-
-def _claimed(span: Span) -> bool:
-    """``_CLAIMED.shown_by(span)``, remembered by attribute keys."""
-    if span.scope_name in _CLAIMED.scopes or len(span.attributes) > _MAX_KEYS:
-        return _CLAIMED.shown_by(span)
-    keys = tuple(span.attributes)
-    shown = _SHOWN.get(keys)
-    if shown is None:
-        shown = _CLAIMED.shown_by(span)
-        if len(_SHOWN) >= _MAX_SHOWN:
-            _SHOWN.clear()
-        _SHOWN[keys] = shown
-    return shown

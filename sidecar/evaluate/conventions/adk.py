@@ -20,7 +20,6 @@ from sidecar.evaluate.conventions.otel_genai import (
     name_after,
 )
 from sidecar.evaluate.conventions.reading import (
-    Claims,
     Convention,
     Reading,
     Role,
@@ -110,5 +109,4 @@ CONVENTION = Convention(
     read=read_adk_v1,
     precedence=10,
     root_spans=RootSpans(name_prefixes=("invocation",)),
-    claims=Claims(scopes=frozenset({_ADK_SCOPE}), keys=frozenset(_ADK_KEYS)),
 )

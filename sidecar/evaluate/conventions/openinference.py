@@ -13,7 +13,6 @@ from sidecar.evaluate.conventions.attributes import (
 from sidecar.evaluate.conventions.memo import MessageMemo
 from sidecar.evaluate.conventions.messages import Message, parse_message, parse_messages, unwrap_io
 from sidecar.evaluate.conventions.reading import (
-    Claims,
     Convention,
     Reading,
     Role,
@@ -131,5 +130,4 @@ CONVENTION = Convention(
     read=read_openinference,
     precedence=20,
     root_spans=RootSpans(),
-    claims=Claims(keys=frozenset({"openinference.span.kind"})),
 )

@@ -17,7 +17,6 @@ from sidecar.evaluate.conventions.memo import MessageMemo
 from sidecar.evaluate.conventions.messages import Message, parse_message, unwrap_io
 from sidecar.evaluate.conventions.otel_genai import genai_inputs, genai_outputs
 from sidecar.evaluate.conventions.reading import (
-    Claims,
     Convention,
     Reading,
     Role,
@@ -127,8 +126,4 @@ CONVENTION = Convention(
     read=read_openllmetry,
     precedence=30,
     root_spans=RootSpans(),
-    claims=Claims(
-        keys=frozenset({"traceloop.span.kind", "llm.request.type"}),
-        key_prefixes=_LEGACY_PREFIXES,
-    ),
 )

@@ -125,5 +125,4 @@ CONVENTION = Convention(
             ("gen_ai.operation.name", "invoke_workflow"),
         ),
     ),
-    claims=None,  # any span with a GenAI operation, told from its name or attributes
 )

@@ -8,10 +8,6 @@ A convention is one ``Convention`` record in its own module:
   that recognises a span wins;
 - ``root_spans``: which of its spans may be the root of a trace whose parent
   is remote (the assembler decides a trace once its root has ended);
-- ``claims``: what a span must show for the reader to recognise it (its
-  scope, an attribute key, a key prefix), or ``None`` when the reader may
-  recognise any span. It is a promise about ``read``: a span that shows none
-  of it reads as ``None``, so ``read_span`` skips the reader without calling it.
 
 The registry in ``sidecar.evaluate.conventions`` lists the declarations; the reading
 order, the order of ``Transcript.conventions`` and the assembler's root spans
@@ -95,40 +91,6 @@ class RootSpans:
 
 
 @dataclass(frozen=True, slots=True)
-class Claims:
-    """What a convention's reader needs to see before it may recognise a span.
-
-    The reader returns ``None`` for any span whose scope is not among
-    ``scopes``, with none of ``keys`` among its attribute keys and no key that
-    starts with one of ``key_prefixes``.
-    """
-
-    scopes: frozenset[str] = frozenset()
-    keys: frozenset[str] = frozenset()
-    key_prefixes: tuple[str, ...] = ()
-
-    def shown_by(self, span: Span) -> bool:
-        """The span shows something claimed (the reader may recognise it)."""
-        attributes = span.attributes
-        if span.scope_name in self.scopes or not self.keys.isdisjoint(attributes.keys()):
-            return True
-        # One C join and a substring test find a candidate prefix; a key holding "\n"
-        # can only make one look present, and then every key is tested for it.
-        joined = "\n" + "\n".join(attributes) if self.key_prefixes else ""
-        for prefix in self.key_prefixes:
-            if "\n" + prefix in joined and any(key.startswith(prefix) for key in attributes):
-                return True
-        return False
-
-    def __or__(self, other: Claims) -> Claims:
-        return Claims(
-            self.scopes | other.scopes,
-            self.keys | other.keys,
-            tuple(dict.fromkeys(self.key_prefixes + other.key_prefixes)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class Convention:
     """One tracing convention; every field is required, so a declaration decides each.
 
@@ -141,4 +103,3 @@ class Convention:
     read: Reader
     precedence: int
     root_spans: RootSpans
-    claims: Claims | None
