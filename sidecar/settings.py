@@ -1,9 +1,19 @@
-"""Service configuration: a YAML file plus ``SIDECAR_`` environment variables.
+"""Service configuration: a YAML file, a secrets directory and ``SIDECAR_`` environment variables.
 
-Environment wins over the file; nested fields use ``__``
-(``SIDECAR_KAFKA__BOOTSTRAP_SERVERS=broker:9092``). Any problem is raised as one
-:class:`~sidecar.errors.ConfigError` naming every bad field. The file is read
-with the same bounds as rubric files (:mod:`sidecar.safe_yaml`).
+Four sources, the first that sets a field winning:
+
+1. arguments given in code (``Settings(kafka=...)``);
+2. ``SIDECAR_*`` environment variables, nested fields joined by ``__``
+   (``SIDECAR_KAFKA__BOOTSTRAP_SERVERS=broker:9092``);
+3. the secrets directory named by ``SIDECAR_SECRETS_DIR`` (a mounted Kubernetes
+   secret): one file per field, named like its variable
+   (``sidecar_kafka__sasl_password``, any case), holding the value (a final
+   newline is dropped);
+4. the YAML file (``--config``), read with the same bounds as rubric files
+   (:mod:`sidecar.safe_yaml`).
+
+Sections merge field by field across sources. Any problem is raised as one
+:class:`~sidecar.errors.ConfigError` naming every bad field.
 
 Bounded work lives in the judge section: ``judge.max_block_chars`` (each data
 block shown to the judge, default 32768 characters, at most 262144) and
@@ -17,8 +27,12 @@ unknown or does not compile under RE2 is a configuration error naming it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -229,8 +243,79 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The YAML file arrives as init kwargs; the environment overrides it.
-        return (env_settings, init_settings)
+        return (
+            init_settings,
+            env_settings,
+            _SecretsDirSource(settings_cls),
+            _FileSource(settings_cls),
+        )
+
+
+# What load_settings read from the YAML file, for the one Settings() it builds.
+_file_data: ContextVar[dict[str, Any] | None] = ContextVar("sidecar_settings_file", default=None)
+
+SECRETS_DIR_VARIABLE = "SIDECAR_SECRETS_DIR"
+_SECRET_PREFIX = "sidecar_"
+_MAX_SECRET_BYTES = 1 << 20
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The YAML file's settings, as :func:`load_settings` parsed them (lowest precedence)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ returns the whole mapping at once
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_file_data.get() or {})
+
+
+class _SecretsDirSource(PydanticBaseSettingsSource):
+    """Files of ``$SIDECAR_SECRETS_DIR`` named ``sidecar_<field>[__<field>...]``, one value each."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        directory = os.environ.get(SECRETS_DIR_VARIABLE)
+        return read_secrets_dir(Path(directory)) if directory else {}
+
+
+def read_secrets_dir(directory: Path) -> dict[str, Any]:
+    """Nested settings from the files of ``directory``; ConfigError when it cannot be read."""
+    if not directory.is_dir():
+        raise ConfigError(
+            f"{SECRETS_DIR_VARIABLE}={directory} is not a directory; "
+            "point it at the mounted secret or unset it"
+        )
+    found: dict[str, Any] = {}
+    for entry in sorted(directory.iterdir()):
+        name = entry.name.lower()
+        # Kubernetes mounts keep their files behind "..data" links; only the visible names count.
+        if not name.startswith(_SECRET_PREFIX) or not entry.is_file():
+            continue
+        try:
+            with entry.open("rb") as handle:
+                raw = handle.read(_MAX_SECRET_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{entry}: cannot read secret: {exc.strerror}") from exc
+        if len(raw) > _MAX_SECRET_BYTES:
+            raise ConfigError(f"{entry}: secret larger than {_MAX_SECRET_BYTES} bytes")
+        try:
+            value = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{entry}: secret is not UTF-8 text") from exc
+        path = name[len(_SECRET_PREFIX) :].split("__")
+        if not all(path):
+            continue
+        branch = found
+        for key in path[:-1]:
+            nested = branch.setdefault(key, {})
+            if not isinstance(nested, dict):
+                break
+            branch = nested
+        else:
+            branch[path[-1]] = value
+    return found
 
 
 def topics_in_use(settings: Settings) -> list[tuple[str, str]]:
@@ -273,9 +358,21 @@ def conversation_group(kafka: KafkaSettings, conversations: ConversationSettings
     return conversations.group_id or f"{kafka.group_id}.conversations"
 
 
+@contextmanager
+def _reading(data: dict[str, Any]) -> Iterator[None]:
+    token = _file_data.set(data)
+    try:
+        yield
+    finally:
+        _file_data.reset(token)
+
+
 def load_settings(path: Path | None = None) -> Settings:
-    """Read the YAML file (if any) and the environment; raise ConfigError on any problem."""
-    data: dict[str, object] = {}
+    """Read the YAML file (if any), the secrets directory and the environment.
+
+    Raises ConfigError on any problem, naming every bad field.
+    """
+    data: dict[str, Any] = {}
     if path is not None:
         try:
             loaded = load_yaml(path.read_text(encoding="utf-8")) or {}
@@ -290,7 +387,8 @@ def load_settings(path: Path | None = None) -> Settings:
         data = {str(k): v for k, v in loaded.items()}
     source = str(path) if path is not None else "environment"
     try:
-        return Settings(**data)  # type: ignore[arg-type]
+        with _reading(data):
+            return Settings()
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: "
@@ -298,5 +396,6 @@ def load_settings(path: Path | None = None) -> Settings:
             for err in exc.errors()
         )
         raise ConfigError(
-            f"invalid configuration ({source}; SIDECAR_* variables override the file): {problems}"
+            f"invalid configuration ({source}; SIDECAR_* variables and "
+            f"${SECRETS_DIR_VARIABLE} override the file): {problems}"
         ) from exc
