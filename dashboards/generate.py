@@ -599,7 +599,7 @@ def quality() -> Board:
         ),
         timeseries(
             "Acceptable share by scope",
-            "Acceptable / (acceptable + unacceptable) per rubric and scope: trace (one run) or conversation (all turns of a session, DESIGN 12). A conversation can fail where each of its turns passes, and the other way round.",
+            "Acceptable / (acceptable + unacceptable) per rubric and scope: trace (one run) or conversation (all turns of a session). A conversation can fail where each of its turns passes, and the other way round.",
             (case_share("acceptable", ["rubric", "scope"]), "{{rubric}} {{scope}}"),
             unit="percentunit",
             hi=1,

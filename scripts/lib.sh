@@ -26,6 +26,15 @@ uv_version="0.13.8"
 
 say() { echo "$(basename "$0"): $*" >&2; }
 
+# Run one long step, saying what it is before and how long it took after.
+step() {
+    local what="$1"; shift
+    local started=$SECONDS
+    say "$what ..."
+    "$@"
+    say "$what: done in $((SECONDS - started)) s"
+}
+
 # The Python that the virtualenvs are made from: $PYTHON, else python3 (3.11+).
 base_python() {
     local python="${PYTHON:-python3}"

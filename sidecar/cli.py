@@ -62,7 +62,7 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def exit_code(exc: SidecarError) -> int:
-    """The exit code of an error that reached the command line (DESIGN 9)."""
+    """The exit code of an error that reached the command line."""
     match exc:
         case UsageError():  # ConfigError, RubricError, InputFileError, RecordError
             return 2

@@ -155,7 +155,7 @@ class RedactionSettings(_Section):
 
 
 class ConversationSettings(_Section):
-    """The conversation stage (DESIGN 12; :mod:`sidecar.conversation`).
+    """The conversation stage (:mod:`sidecar.conversation`).
 
     It runs in ``sidecar run`` when enabled and some rubric has
     ``scope: conversation``. Its consumer group is ``group_id`` (default

@@ -98,7 +98,7 @@ def _error_classes(base: type[errors.SidecarError]) -> list[type[errors.SidecarE
 ERROR_CLASSES = _error_classes(errors.SidecarError)
 
 
-# Every class of the errors tree with the exit code it must map to (DESIGN 9).
+# Every class of the errors tree with the exit code it must map to.
 EXIT_CODES: list[tuple[errors.SidecarError, int]] = [
     (errors.UsageError("x"), 2),
     (errors.ConfigError("x"), 2),

@@ -44,7 +44,7 @@ from tests.dashboard_queries import (
     panel_queries,
 )
 
-# Metric -> its labels, as sidecar exports them (DESIGN.md section 8).
+# Metric -> its labels, as sidecar exports them.
 SIDECAR_METRICS: dict[str, set[str]] = {
     "sidecar_cases_total": {
         "rubric",

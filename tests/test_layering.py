@@ -1,4 +1,4 @@
-"""The core is pure: only adapters import the I/O libraries (DESIGN 1, STYLE 2).
+"""The core is pure: only adapters import the I/O libraries.
 
 Test modules stand alone too: none imports another, so what tests share lives
 in helper modules (``tests/builders.py``, ``tests/judge_fixtures.py``, ...).

@@ -7,7 +7,7 @@ spans carry no content; each call's messages are in one
 span ids. ``sidecar replay`` gets the traces file and the logs file together
 and must give the verdicts the span mode gives.
 
-This needs the OTLP logs input (DESIGN 2a), built on its own branch: until it
+This needs the OTLP logs input, built on its own branch: until it
 is merged, replay cannot read the logs file and this module fails.
 """
 

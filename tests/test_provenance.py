@@ -1,4 +1,4 @@
-"""Provenance on verdicts (DESIGN 13): the served model version and the rubric fingerprint.
+"""Provenance on verdicts: the served model version and the rubric fingerprint.
 
 The model version comes from the real google-genai client (Gemini's
 ``modelVersion``) and the OpenAI-compatible client (the answer's ``model``),

@@ -37,7 +37,7 @@ from tests.otlp_files import (
 DEMO_TRACES = demo_data()[0]
 EXPECTED = json.loads((DEMO_TRACES.parent / "expected.json").read_text(encoding="utf-8"))
 
-# DESIGN 7: the keys of a verdict record.
+# The keys of a verdict record.
 RECORD_KEYS = {
     "id",
     "trace_id",

@@ -339,7 +339,7 @@ def test_every_rubric_in_the_repo_loads() -> None:
         assert loaded.applies_to, f"{loaded.id} applies to every trace"
         if loaded.judge is not None:
             assert 4 <= len(loaded.judge.criteria) <= 6, (
-                f"{loaded.id}: DESIGN asks for 4 to 6 criteria"
+                f"{loaded.id}: a rubric has 4 to 6 criteria"
             )
 
 

@@ -1,4 +1,4 @@
-"""Dependencies go one way: no import cycles, the wire records above the domain (DESIGN 14).
+"""Dependencies go one way: no import cycles, the wire records above the domain.
 
 Imports are read with ``ast`` (``tests.imports``: every import statement,
 also inside functions and ``TYPE_CHECKING`` blocks), so a cycle that exists

@@ -4,13 +4,13 @@ Each verdict becomes a span ``evaluate {rubric_id}`` inside the evaluated
 trace: its parent is the trace's root span (a remote parent with the SAMPLED
 flag, so parent-based samplers keep it) and it links to that span too. One
 ``gen_ai.evaluation.result`` event is added per check and per criterion.
-Provenance (DESIGN 13), when the verdict has it: ``eval.rubric.hash`` on the
+Provenance, when the verdict has it: ``eval.rubric.hash`` on the
 span and on every event, ``eval.judge.model_version`` on the span and on every
 criterion event. Every event also names its evaluator
 (:func:`evaluator_attributes`: ``gen_ai.evaluation.evaluator.id``, ``.version``,
 ``.type``) and the version of the conventions followed (``EVALUATION_SCHEMA``).
 
-A conversation verdict (DESIGN 12) goes into the last turn's trace, under its
+A conversation verdict goes into the last turn's trace, under its
 root, and links to every other turn's root (``eval.link: conversation_turn``,
 ``eval.turn``); it adds ``eval.scope``, ``gen_ai.conversation.id``,
 ``eval.conversation.turns`` and ``eval.conversation.revision``.

@@ -7,7 +7,7 @@ names/versions capped at ``max_agents`` distinct values (overflow -> ``other``).
 Trace ids and transcript text never become labels.
 
 The judge model version (what the model service says served an answer) is a
-label only where DESIGN 13 puts it: ``sidecar_criterion_verdicts_total``
+label only on the families that need it: ``sidecar_criterion_verdicts_total``
 (``none`` when no answer arrived) and the info gauge
 ``sidecar_judge_model_version_info``; never on trace-level counters. Its
 values come from the model service, so they are capped too
@@ -25,7 +25,7 @@ The verdict families and ``sidecar_verdict_latency_seconds`` carry exemplars
 shown in the OpenMetrics exposition only.
 
 The verdict families (cases, check results, criterion verdicts) carry a
-``scope`` label: ``trace`` or ``conversation`` (DESIGN 12). The conversation
+``scope`` label: ``trace`` or ``conversation``. The conversation
 stage's own families are in :class:`ConversationMetrics`.
 """
 
@@ -363,7 +363,7 @@ class Metrics:
         )
         self.build_info.labels(version=__version__).set(1)
 
-        # Canary sets (DESIGN 13): apart from the production families above.
+        # Canary sets: apart from the production families above.
         self.canary_agreement = Gauge(
             "sidecar_canary_agreement",
             "Judge against human labels on the rubric's canary set, last run "
@@ -610,7 +610,7 @@ class Metrics:
 
 
 class ConversationMetrics:
-    """The conversation stage and the turns the trace stage hands it (DESIGN 12)."""
+    """The conversation stage and the turns the trace stage hands it."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.decided = Counter(

@@ -5,7 +5,7 @@ Inputs (read by :mod:`sidecar.calibrate.inputs`):
 - human labels ``{"case_id", "criterion", "rater", "label": "PASS"|"FAIL"}``;
 - an optional adjudication file ``{"case_id", "criterion", "label"}`` that
   settles items the raters disagreed on;
-- verdict records (DESIGN 7); a label's ``case_id`` is the record's ``trace_id``.
+- verdict records; a label's ``case_id`` is the record's ``trace_id``.
 
 The human reference label of an item (one case, one criterion), in order:
 

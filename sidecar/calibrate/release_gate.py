@@ -8,7 +8,7 @@ The gate fails, for every reason that applies (all are reported, in this order):
    PASS/FAIL verdict at all, so nothing was shown;
 3. the run's ERROR rate is above the maximum.
 
-Pass rates count PASS and FAIL only (DESIGN 7): ERROR never enters a
+Pass rates count PASS and FAIL only: ERROR never enters a
 denominator and SKIPPED does not count. The ERROR rate is over the gating
 results, checks and criteria together: ERROR / (PASS + FAIL + ERROR). Advisory
 (``gate: false``) results are reported and never change the decision.

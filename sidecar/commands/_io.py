@@ -7,6 +7,9 @@ path, which the command line reports with exit code 2.
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
 from pathlib import Path
 from typing import TextIO
 
@@ -19,6 +22,22 @@ from sidecar.errors import InputFileError
 PROGRESS_BYTES = 4 * 1024 * 1024
 # Not a terminal (CI logs, pipes): wide enough that tables stay on one line per row.
 LOG_WIDTH = 160
+
+
+def invocation(argv0: str | None = None, on_path: str | None = None) -> str:
+    """How to run sidecar again, as a hint can print it: a command that works where it was run.
+
+    ``sidecar`` when that name on the PATH is the program running now; else the
+    running program's full path (``.venv/bin/sidecar`` not on the PATH); else,
+    under ``python -m sidecar``, this interpreter with ``-m sidecar``.
+    """
+    program = Path(sys.argv[0] if argv0 is None else argv0)
+    found = shutil.which("sidecar") if on_path is None else on_path
+    if program.name == "sidecar" and program.is_file():
+        if found and Path(found).resolve() == program.resolve():
+            return "sidecar"
+        return shlex.quote(str(program.resolve()))
+    return f"{shlex.quote(sys.executable)} -m sidecar"
 
 
 def consoles() -> tuple[Console, Console]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 from importlib import resources
 from pathlib import Path
@@ -16,6 +17,7 @@ from rich.table import Table
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.otel import JsonLinesSpanExporter, VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling
+from sidecar.commands._io import invocation
 from sidecar.commands._wiring import build_judge, judge_credentials_hint
 from sidecar.engine.emit import Emitter
 from sidecar.engine.offline import ReplaySummary, collect_traces, evaluate_traces
@@ -88,7 +90,8 @@ async def _demo(args: argparse.Namespace) -> int:
             "deterministic checks ran on every trace.",
             soft_wrap=True,
         )
-    console.print(f"metrics: http://127.0.0.1:{server.port}/metrics", soft_wrap=True)
+    if args.serve:
+        console.print(f"metrics: http://127.0.0.1:{server.port}/metrics", soft_wrap=True)
     sampler = Sampler(judge_enabled=judge is not None, judge_all=True)
     summary = ReplaySummary()
     traces = collect_traces([traces_file], summary)
@@ -117,9 +120,13 @@ async def _demo(args: argparse.Namespace) -> int:
     )
     _plain(console, f"verdict spans (OTLP/JSON lines): {spans_path}")
     _plain(console, f"verdict records (JSON lines):    {records_path}")
-    _plain(console, f"replay them yourself: sidecar replay {traces_file} --rubrics {rubrics_dir}")
+    replay = shlex.join(["replay", str(traces_file), "--rubrics", str(rubrics_dir)])
+    _plain(console, f"replay them yourself: {invocation()} {replay}")
     if args.serve:
-        console.print("serving /metrics; Ctrl-C to stop")
+        console.print(f"serving http://127.0.0.1:{server.port}/metrics; Ctrl-C to stop")
+    else:
+        _plain(console, "metrics were served during the run only; add --serve to keep /metrics up")
+    if args.serve:
         try:
             await asyncio.Event().wait()
         finally:

@@ -1,4 +1,4 @@
-"""Conversations: evaluating the turns of one session together (DESIGN 12).
+"""Conversations: evaluating the turns of one session together.
 
 Rubrics with ``scope: conversation`` are not evaluated per trace. The data flow::
 

@@ -1,4 +1,4 @@
-"""Turn records of a trace: what the trace stage publishes to ``eval_turns`` (DESIGN 12).
+"""Turn records of a trace: what the trace stage publishes to ``eval_turns``.
 
 The record itself is :class:`~sidecar.wire.turn_records.TurnRecord`. Here it
 is made from a trace's transcript: one record per conversation id that the

@@ -18,7 +18,7 @@ in both files and both have this check or criterion):
 
 - each side's PASS, FAIL, ERROR and SKIPPED, its pass rate PASS / (PASS +
   FAIL) and that rate's Wilson score interval (``calibrate.stats``); ERROR and
-  SKIPPED never enter a pass rate (DESIGN 7);
+  SKIPPED never enter a pass rate;
 - flips: PASS -> FAIL and FAIL -> PASS; every other change (to or from
   ERROR or SKIPPED) is counted apart, by transition;
 - results only in one file: the case is missing from the other file, or the

@@ -15,7 +15,7 @@ value is built. Schemas may refer only to themselves and regexes must compile
 with RE2 (:mod:`sidecar.evaluate.checks.schema`), so loading a rubric never fetches
 anything and no pattern in it can backtrack.
 
-``scope: conversation`` rubrics (DESIGN 12) judge the turns of one
+``scope: conversation`` rubrics judge the turns of one
 conversation together; ``conversation:`` says how turns are grouped and when
 a conversation is decided (:class:`ConversationSpec`).
 """
@@ -119,7 +119,7 @@ class CanarySpec(_Strict):
 
 
 class Scope(enum.StrEnum):
-    """What one verdict is about: one trace, or a conversation of traces (DESIGN 12)."""
+    """What one verdict is about: one trace, or a conversation of traces."""
 
     TRACE = "trace"
     CONVERSATION = "conversation"

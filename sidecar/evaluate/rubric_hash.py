@@ -1,4 +1,4 @@
-"""The rubric content hash: which content a verdict was judged under (DESIGN 13).
+"""The rubric content hash: which content a verdict was judged under.
 
 ``rubric_hash(document)`` is the first 12 hex characters of the SHA-256 of the
 rubric's normalised content: the parsed YAML document written as canonical

@@ -1,6 +1,6 @@
 """Combine check results and criterion verdicts into one case outcome.
 
-The rule, in order (DESIGN 7):
+The rule, in order:
 
 1. any gating check or gating criterion FAIL   -> unacceptable
 2. else any gating check or criterion ERROR    -> errored
@@ -23,7 +23,7 @@ Times, as Unix nanoseconds (``None`` when unknown):
   whoever emits the verdict sets it (the service: its wall clock; replay and
   backfill: the trace's end plus the decision wait, :func:`decided_after`).
 
-Provenance beside rubric id, version and judge model (DESIGN 13):
+Provenance beside rubric id, version and judge model:
 
 - ``rubric_hash``: the rubric's content hash (``sidecar.drift.fingerprint``), on
   every verdict the pipeline makes, judged or not, since the checks come
@@ -68,7 +68,7 @@ def conversation_key(
     judge_model: str,
     revision: int,
 ) -> str:
-    """The idempotency key of a conversation verdict: one per revision (DESIGN 12).
+    """The idempotency key of a conversation verdict: one per revision.
 
     The first turn's trace id is part of it, so a conversation id reused by an
     unrelated later session (or re-opened after its decided state was
@@ -120,7 +120,7 @@ class Verdict:
     judge_model_version: str | None = None
     # Made by ``sidecar backfill`` from history, not by the live service.
     backfill: bool = False
-    # A conversation verdict (DESIGN 12): trace_id and root_span_id are its last turn's.
+    # A conversation verdict: trace_id and root_span_id are its last turn's.
     scope: str = "trace"
     conversation_id: str | None = None
     turns: int | None = None

@@ -1,6 +1,6 @@
 """Decode OTLP log payloads (``ExportLogsServiceRequest``, protobuf or OTLP/JSON) into :class:`LogRecord`.
 
-The second input (DESIGN section 2a): GenAI content sent as events, which
+The second input: GenAI content sent as events, which
 producers export as OTLP log records. Read with the bounds and failure rules
 of :mod:`sidecar.ingest.decode`: anything that is not a well-formed request raises
 :class:`DecodeError` with a reason from the same closed set (``no_logs``

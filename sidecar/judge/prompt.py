@@ -471,7 +471,7 @@ def response_schema(names: list[str]) -> dict[str, Any]:
 
 def _cache_key(rubric: Rubric, judge: JudgeSpec, sections: list[_Section]) -> str:
     # Everything the judge sees except the nonce and the instruction text, which
-    # the rubric version stands for (DESIGN 5: bump the version on any change).
+    # the rubric version stands for (bump the version on any change).
     canonical = json.dumps(
         [
             rubric.id,

@@ -1,4 +1,4 @@
-"""The verdict record (DESIGN 7): written for every verdict, read back by calibrate, gate and diff.
+"""The verdict record: written for every verdict, read back by calibrate, gate and diff.
 
 Writing: :func:`verdict_json` (one line) and :func:`verdict_dict` (its plain
 JSON values) build the record straight from a
@@ -33,11 +33,11 @@ The keys, in the order written:
   ``review``, ``checks`` (name, outcome, gate, detail), ``criteria`` (name,
   outcome, gate, and ``evidence`` and ``reason`` when present), ``truncated``;
 - ``flags`` when any, ``sidecar_version``;
-- when present: ``rubric_hash`` and ``judge_model_version`` (provenance,
-  DESIGN 13; when each is set: :mod:`sidecar.evaluate.verdict`),
+- when present: ``rubric_hash`` and ``judge_model_version`` (provenance;
+  when each is set: :mod:`sidecar.evaluate.verdict`),
   ``judge_error``, ``raw_output``, ``redacted`` (``hash`` or ``drop``: content
   was redacted so), ``backfill`` (true on verdicts of ``sidecar backfill``);
-- on conversation verdicts only (DESIGN 12): ``scope: conversation``,
+- on conversation verdicts only: ``scope: conversation``,
   ``conversation_id``, ``turns``, ``trace_ids``, ``revision``.
 """
 
