@@ -11,7 +11,9 @@ of sidecar's code.
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.cli import main
 from sidecar.commands.demo import demo_data
 from tests.agents.adk_traces import adk2_lines
 from tests.agents.genai_spans import GenAICase, make_cases
@@ -335,7 +338,8 @@ def test_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 2
     assert lines == []
     assert err.splitlines() == [
-        f"sidecar: {missing}: no such file; give OTLP/JSON lines or OTLP protobuf files"
+        f"sidecar: {missing}: no such file; give OTLP/JSON lines or OTLP protobuf files, "
+        "a directory of them, or - for standard input"
     ]
 
 
@@ -374,3 +378,33 @@ def test_no_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines == []
     assert code == 2
     assert "PATH" in err
+
+
+def test_standard_input_and_a_directory_give_the_records_of_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, from_file, _ = replay(capsys, DEMO_TRACES, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    data = Path(DEMO_TRACES).read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    _, from_stdin, _ = replay(capsys, "-", "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    lines = data.splitlines(keepends=True)
+    (folder / "a.jsonl").write_bytes(b"".join(lines[:5]))
+    (folder / "b.jsonl").write_bytes(b"".join(lines[5:]))
+    (folder / ".hidden").write_bytes(b"not otlp")
+    _, from_folder, err = replay(capsys, folder, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    assert from_stdin == from_file
+    assert sorted(from_folder, key=str) == sorted(from_file, key=str)
+    assert "2 files" in err
+
+
+def test_a_missing_rubric_directory_says_how_to_give_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SIDECAR_RUBRICS_DIR", raising=False)
+    assert main(["replay", str(DEMO_TRACES)]) == 2
+    err = capsys.readouterr().err
+    assert "pass --rubrics DIR" in err
+    assert err.count("\n") == 1

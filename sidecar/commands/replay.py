@@ -14,7 +14,7 @@ from typing import Any
 
 from sidecar.commands._wiring import build_judge
 from sidecar.engine.emit import Emitter
-from sidecar.engine.offline import ReplaySummary, collect_traces, stream_verdicts
+from sidecar.engine.offline import ReplaySummary, collect_traces, input_files, stream_verdicts
 from sidecar.errors import ConfigError
 from sidecar.evaluate.rubric import load_rubrics
 from sidecar.evaluate.sample import build_sampler
@@ -27,7 +27,13 @@ def register(sub: Any) -> None:
         "replay",
         help="evaluate traces from files (OTLP/JSON lines, OTLP protobuf, file-exporter proto)",
     )
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a file, a directory of files, or - for standard input",
+    )
     parser.add_argument(
         "--rubrics", type=Path, help="rubric directory (default: config rubrics_dir)"
     )
@@ -43,16 +49,20 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    rubrics = load_rubrics(args.rubrics or settings.rubrics_dir)
-    for path in args.paths:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file; give OTLP/JSON lines or OTLP protobuf files")
+    directory = args.rubrics or settings.rubrics_dir
+    if args.rubrics is None and not directory.is_dir():
+        raise ConfigError(
+            f"{directory}: no rubric directory here; pass --rubrics DIR "
+            "(or set rubrics_dir in --config, or SIDECAR_RUBRICS_DIR)"
+        )
+    rubrics = load_rubrics(directory)
+    paths = input_files(args.paths)
     judge = build_judge(settings.judge, None)
     sampler = build_sampler(
         settings.sampling, judge_enabled=judge is not None, judge_all=args.judge_all
     )
     summary = ReplaySummary()
-    traces = collect_traces(args.paths, summary)
+    traces = collect_traces(paths, summary)
     out = sys.stdout
     # Records only: replay leaves spans and metrics to the service.
     emitter = Emitter(spans=None, redaction=settings.redaction.policy(), verdict_topic="stdout")

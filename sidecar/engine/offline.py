@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ from pathlib import Path
 from sidecar.conversation.evaluate import conversation_verdict, plan_conversation
 from sidecar.conversation.group import group_conversations
 from sidecar.conversation.turn_builder import turn_records
-from sidecar.errors import DecodeError, SidecarError
+from sidecar.errors import ConfigError, DecodeError, SidecarError
 from sidecar.evaluate.capture import CaptureWarnings
 from sidecar.evaluate.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.evaluate.rubric import Rubric
@@ -130,8 +131,8 @@ def _json_lines(data: bytes) -> bool:
 
 
 def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
-    """Yield (where, payload, encoding) for every request in a file."""
-    data = path.read_bytes()
+    """Yield (where, payload, encoding) for every request in a file (``-``: standard input)."""
+    data = sys.stdin.buffer.read() if path == STDIN else path.read_bytes()
     parts = _length_prefixed(data)
     if parts is not None:
         # The framing adding up is strong evidence; the first message confirms
@@ -153,6 +154,36 @@ def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
                 yield f"{path}:{number}", line, "otlp_json"
         return
     yield f"{path}", data, "auto"
+
+
+# The path that stands for standard input.
+STDIN = Path("-")
+
+
+def input_files(paths: Sequence[Path]) -> list[Path]:
+    """The files to read: ``-`` as given, a directory's visible files sorted by name.
+
+    Raises ConfigError naming a path that is neither, or a directory with no files.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path == STDIN or path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            inside = sorted(
+                entry
+                for entry in path.iterdir()
+                if entry.is_file() and not entry.name.startswith(".")
+            )
+            if not inside:
+                raise ConfigError(f"{path}: a directory with no files to replay")
+            files.extend(inside)
+        else:
+            raise ConfigError(
+                f"{path}: no such file; give OTLP/JSON lines or OTLP protobuf files, "
+                "a directory of them, or - for standard input"
+            )
+    return files
 
 
 def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]:
