@@ -29,6 +29,7 @@ COMMANDS = (
     "run",
     "replay",
     "demo",
+    "check",
     "judge",
     "rubrics",
     "calibrate",

@@ -106,3 +106,12 @@ def load(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def describe(exc: yaml.YAMLError) -> str:
+    """One line for a YAML syntax error: where it is and what is wrong (never a code excerpt)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}" + (f" ({context})" if context else "")

@@ -49,6 +49,7 @@ from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
 from sidecar.logs import LogFormat, level_of
 from sidecar.safe_yaml import YamlLimitError
+from sidecar.safe_yaml import describe as describe_yaml
 from sidecar.safe_yaml import load as load_yaml
 from sidecar.wire.redaction import DEFAULT_PATTERNS, Content, PatternError, Redaction, masker
 
@@ -381,7 +382,7 @@ def load_settings(path: Path | None = None) -> Settings:
         except YamlLimitError as exc:
             raise ConfigError(f"{path}: configuration refused: {exc}") from exc
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+            raise ConfigError(f"{path}: not valid YAML: {describe_yaml(exc)}") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping of settings at the top level")
         data = {str(k): v for k, v in loaded.items()}

@@ -45,6 +45,7 @@ from sidecar.evaluate.checks import CHECK_TYPES, CheckSpec, about_tools
 from sidecar.evaluate.checks.base import Name
 from sidecar.evaluate.rubric_hash import HASH_LENGTH, rubric_hash
 from sidecar.safe_yaml import YamlLimitError
+from sidecar.safe_yaml import describe as describe_yaml
 from sidecar.safe_yaml import load as load_yaml
 
 
@@ -283,7 +284,7 @@ def parse_rubric(text: str, path: Path) -> Rubric:
     except YamlLimitError as exc:
         raise RubricError(f"{path}: (top level): refused: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise RubricError(f"{path}: not valid YAML: {exc}") from exc
+        raise RubricError(f"{path}: not valid YAML: {describe_yaml(exc)}") from exc
     if not isinstance(data, dict):
         raise RubricError(f"{path}: (top level): expected a mapping with id, version, checks")
     try:
