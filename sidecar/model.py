@@ -320,6 +320,9 @@ class Transcript:
     end_unix_nano: int | None = None
     # A conversation's transcript (sidecar.conversation) holds its turns, in order; () for a trace.
     turns: tuple[Transcript, ...] = ()
+    # User messages with text before the last one in the first LLM call's input: the
+    # session history an agent sent (read with the spans, for the trace's turn record).
+    earlier_user_messages: int = 0
 
 
 class Outcome(enum.StrEnum):

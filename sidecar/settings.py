@@ -115,6 +115,10 @@ class MetricsSettings(_Section):
     host: str = "0.0.0.0"
     port: Annotated[int, Field(ge=0, le=65535)] = 9464
     max_agents: Annotated[int, Field(ge=1)] = 50
+    # One deadline per connection for the whole request and answer (slow clients closed).
+    request_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    # Connections served at once; one more is answered 503 and closed unread.
+    max_connections: Annotated[int, Field(ge=1)] = 64
 
 
 class SamplingSettings(_Section):

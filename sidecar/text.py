@@ -87,3 +87,19 @@ def loads(text: str | bytes) -> Any:
     if may_hold_surrogates(text):
         value, _ = repair(value)
     return value
+
+
+# The longest untrusted value kept as a key of a per-value memory or shown in a warning.
+MAX_KEPT_CHARS = 128
+
+
+def clipped(text: str, limit: int = MAX_KEPT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with ``…`` (``text`` when shorter).
+
+    For untrusted values (agent and model names) that become keys of a bounded
+    memory or appear in a warning: the count of such keys is capped where they
+    are kept, their size here.
+    """
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-from decimal import Decimal
 
 import pytest
 
@@ -25,7 +24,7 @@ from sidecar.evaluate.checks.answer import _answer_json
 from sidecar.evaluate.checks.grounding import GroundedNumbers, grounded_numbers
 from sidecar.evaluate.checks.required import ExpectedCall, _actual, _Fit, _fit
 from sidecar.evaluate.conventions.attributes import compact_json
-from sidecar.model import Outcome
+from sidecar.model import Outcome, Transcript
 from tests.builders import tool_call, transcript
 
 _NUMBER_BITS = [
@@ -63,23 +62,12 @@ def _text(rng: random.Random, size: int) -> str:
     return " ".join(rng.choice(_NUMBER_BITS + _WORDS) for _ in range(size))
 
 
-def _full(spec: GroundedNumbers, seen: object) -> object:
-    """The general path: the finding against the whole evidence, without the digit-run pass
-
-    (both before the unreadable-number rule, which applies to either alike).
-    """
-    assert isinstance(seen, type(transcript()))
-    answer = seen.answer
-    assert answer is not None
-    claims = grounding._claims(answer)
-    if not claims:
-        return grounding._grounded_numbers(spec, seen)
-    texts: list[str] = []
-    for call in seen.tool_calls:
-        texts.extend(t for t in (call.result, call.arguments) if t is not None)
-    if seen.user_input is not None:
-        texts.append(seen.user_input)
-    return grounding._decided(claims, texts, list(grounding._allowed(spec.allow)), seen)
+def _finding(spec: GroundedNumbers, seen: Transcript, *, quick: bool) -> object:
+    """The finding with or without the digit-run pass (the general path reads everything)."""
+    evidence = grounding.Evidence(spec, quick=quick)
+    for text in grounding._evidence_texts(seen):
+        evidence.add(text)
+    return evidence.ground(seen, lambda: grounding._uncaptured(seen))
 
 
 def test_grounding_decides_as_the_whole_evidence_does() -> None:
@@ -100,8 +88,8 @@ def test_grounding_decides_as_the_whole_evidence_does() -> None:
             answer=_text(rng, rng.randint(1, 5)),
             user_input=_text(rng, 3) if rng.random() < 0.8 else None,
         )
-        finding = grounding._grounded_numbers(spec, seen)
-        assert finding == _full(spec, seen)
+        finding = grounded_numbers(spec, seen)
+        assert finding == _finding(spec, seen, quick=True) == _finding(spec, seen, quick=False)
         outcomes.add(finding.outcome)
     assert len(outcomes) == 3  # PASS, FAIL and ERROR were all reached
 
@@ -110,8 +98,10 @@ def test_digit_runs_of_the_evidence_ground_a_plain_amount() -> None:
     # The first pass: the digit runs of the evidence alone ground the amount.
     spec = GroundedNumbers(name="n", type="grounded_numbers")
     seen = transcript(tool_call("t", result='{"amount": 562.51}'), answer="Refunded $562.51.")
-    assert grounding._digit_run_numbers(['{"amount": 562.51}']) == {Decimal("562.51")}
-    assert grounded_numbers(spec, seen).outcome is Outcome.PASS
+    evidence = grounding.Evidence(spec)
+    evidence.add('{"amount": 562.51}')
+    assert evidence.ground(seen, list).outcome is Outcome.PASS
+    assert evidence.texts_read_in_full == 0  # the digit runs alone grounded it
 
 
 def _value(rng: random.Random, depth: int) -> object:

@@ -3,12 +3,22 @@
 ``/healthz`` answers 200 while the process's event loop runs; ``/readyz``
 answers 200 once the service reports ready (Kafka joined, rubrics loaded) and
 503 otherwise, with the reason in the body.
+
+The port listens on all interfaces by default, so its clients are not
+trusted: each connection has one deadline for the whole request and answer
+(``request_timeout_s``; a client sending a header line every few seconds is
+closed when it passes), at most ``max_connections`` are served at once (one
+more gets a short 503 and is closed at once, without being read), a request
+may hold at most ``MAX_HEADER_LINES`` header lines of at most 64 KiB each,
+and when building an answer fails the client gets a 500 naming the error,
+never a dropped connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Callable
 
@@ -19,6 +29,20 @@ from sidecar.errors import ConfigError
 
 ReadyProbe = Callable[[], tuple[bool, str]]
 
+log = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+DEFAULT_MAX_CONNECTIONS = 64
+MAX_HEADER_LINES = 100
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 32\r\nConnection: close\r\n\r\ntoo many connections; try again\n"
+)
+
+
+class _BadRequest(Exception):
+    pass
+
 
 class MetricsServer:
     def __init__(
@@ -27,7 +51,14 @@ class MetricsServer:
         ready: ReadyProbe,
         host: str = "0.0.0.0",
         port: int = 9464,
+        *,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
+        self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
+        self.connections = 0  # being served now
+        self.refused = 0  # connections over max_connections, answered 503 unread
         self._registry = registry
         self._ready = ready
         self._host = host
@@ -59,31 +90,53 @@ class MetricsServer:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= self.max_connections:
+            self.refused += 1
+            with contextlib.suppress(ConnectionError, TimeoutError, OSError):
+                writer.write(_BUSY)
+                writer.write_eof()
+                # What the client sent, read briefly and dropped: closing with it unread
+                # would reset the connection before the client reads the 503.
+                await asyncio.wait_for(reader.read(65536), 0.2)
+            await _close(writer, 1.0)
+            return
+        self.connections += 1
         try:
-            request_line = await asyncio.wait_for(reader.readline(), timeout=5)
-            accept = ""
-            while True:  # drain headers
-                line = await asyncio.wait_for(reader.readline(), timeout=5)
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                accept = _accept(line) or accept
-            parts = request_line.decode("latin-1").split()
-            path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
-            method = parts[0] if parts else ""
-            status, content_type, body = self._route(method, path, accept)
-            head = (
-                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            )
-            # A HEAD answer carries the headers of GET but never a body (RFC 9110 9.3.2).
-            writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else body))
-            await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError):
-            pass
+            async with asyncio.timeout(self.request_timeout_s):
+                await self._serve(reader, writer)
+        except (TimeoutError, ConnectionError, UnicodeDecodeError, _BadRequest, ValueError):
+            pass  # too slow, gone, or not HTTP: closed without an answer
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            self.connections -= 1
+            await _close(writer, 1.0)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request_line = await reader.readline()
+        accept = ""
+        for _ in range(MAX_HEADER_LINES + 1):  # drain headers
+            line = await reader.readline()
+            if line in (b"\r\n", b"\n", b""):
+                break
+            accept = _accept(line) or accept
+        else:
+            raise _BadRequest("too many header lines")
+        parts = request_line.decode("latin-1").split()
+        path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
+        method = parts[0] if parts else ""
+        try:
+            status, content_type, body = self._route(method, path, accept)
+        # The client gets an answer whatever failed in building it.
+        except Exception as exc:
+            log.exception("answering %s %s failed", method, path)
+            status, content_type = "500 Internal Server Error", "text/plain"
+            body = f"internal error: {type(exc).__name__}; see the sidecar's log\n".encode()
+        head = (
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        # A HEAD answer carries the headers of GET but never a body (RFC 9110 9.3.2).
+        writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else body))
+        await writer.drain()
 
     def _route(self, method: str, path: str, accept: str = "") -> tuple[str, str, bytes]:
         if method not in ("GET", "HEAD"):
@@ -106,3 +159,10 @@ def _accept(line: bytes) -> str | None:
     """The value of an ``Accept`` header line (None for any other header)."""
     name, _, value = line.decode("latin-1").partition(":")
     return value.strip() if name.strip().lower() == "accept" else None
+
+
+async def _close(writer: asyncio.StreamWriter, wait_s: float) -> None:
+    """Close ``writer``, waiting at most ``wait_s`` for a client that does not read."""
+    writer.close()
+    with contextlib.suppress(ConnectionError, TimeoutError):
+        await asyncio.wait_for(writer.wait_closed(), wait_s)

@@ -4,6 +4,9 @@ Names follow ``sidecar_<subsystem>_<name>_<unit>``; counters end in ``_total``.
 Label values come only from closed sets: rubric ids and versions, judge models,
 check and criterion names (all from rubric files), outcome enums, and agent
 names/versions capped at ``max_agents`` distinct values (overflow -> ``other``).
+Values that come from traces or the model service (agent name and version,
+judge model version) are also cut to ``MAX_LABEL_CHARS`` characters, the cut
+marked with ``…``, so one 200 KB agent name cannot swell every scrape.
 Trace ids and transcript text never become labels.
 
 The judge model version (what the model service says served an answer) is a
@@ -82,6 +85,18 @@ from sidecar.telemetry import (
     TurnsReread,
     VerdictEmitted,
 )
+
+# The longest label value taken from a trace or the model service (longer ones are cut).
+MAX_LABEL_CHARS = 128
+CUT_MARK = "…"
+
+
+def bounded_label(value: str) -> str:
+    """``value`` cut to MAX_LABEL_CHARS characters, the cut marked (``value`` when shorter)."""
+    if len(value) <= MAX_LABEL_CHARS:
+        return value
+    return value[: MAX_LABEL_CHARS - len(CUT_MARK)] + CUT_MARK
+
 
 # Label value of judge_model_version when no answer arrived (not judged, judge unreachable).
 NO_MODEL_VERSION = "none"
@@ -522,8 +537,9 @@ class Metrics:
             case ModelVersionServed():
                 info = self.judge_model_version_info
                 if event.previous is not None:
-                    retire(info, event.model, event.previous, last=math.nan)
-                info.labels(judge_model=event.model, judge_model_version=event.version).set(1)
+                    retire(info, event.model, bounded_label(event.previous), last=math.nan)
+                served = bounded_label(event.version)
+                info.labels(judge_model=event.model, judge_model_version=served).set(1)
             case InjectionFlagged():
                 self.injection_suspected.labels(rubric=event.rubric).inc()
             case CanaryRan():
@@ -590,7 +606,7 @@ class Metrics:
 
     def agent_labels(self, agent: str | None, version: str | None) -> tuple[str, str]:
         """Cap agent label cardinality: after ``max_agents`` pairs, new ones read ``other``."""
-        pair = (agent or "unknown", version or "unknown")
+        pair = (bounded_label(agent or "unknown"), bounded_label(version or "unknown"))
         if pair in self._agents:
             return pair
         if len(self._agents) < self.max_agents:
@@ -600,7 +616,7 @@ class Metrics:
 
     def model_version_label(self, version: str | None) -> str:
         """Cap judge model version label values; ``none`` when no answer arrived."""
-        value = version or NO_MODEL_VERSION
+        value = bounded_label(version or NO_MODEL_VERSION)
         if value in self._model_versions:
             return value
         if len(self._model_versions) <= self.max_model_versions:

@@ -190,7 +190,12 @@ class Supervisor:
             "sidecar_workers_alive", "Worker processes running.", registry=self.registry
         )
         self.server = MetricsServer(
-            self.registry, self._readiness, settings.metrics.host, settings.metrics.port
+            self.registry,
+            self._readiness,
+            settings.metrics.host,
+            settings.metrics.port,
+            request_timeout_s=settings.metrics.request_timeout_s,
+            max_connections=settings.metrics.max_connections,
         )
         self._stopping = asyncio.Event()
         self.gate = self.metrics_dir / "gate"

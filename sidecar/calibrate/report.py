@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sidecar.calibrate.agreement import CalibrationReport, CriterionReport, Part
 from sidecar.calibrate.release_gate import GateReport
+from sidecar.terminal import plain, styled, warning_line, yes_no
 
 # Unresolved disagreements listed per criterion in Markdown; the JSON has all.
 MARKDOWN_DISAGREEMENTS = 20
@@ -48,8 +49,8 @@ def calibration_table(report: CalibrationReport, part: Part) -> Table:
             continue
         c = row.confusion
         table.add_row(
-            row.criterion,
-            row.judge_model,
+            plain(row.criterion),
+            plain(row.judge_model),
             str(c.n),
             fmt(c.kappa),
             fmt(c.agreement),
@@ -61,7 +62,7 @@ def calibration_table(report: CalibrationReport, part: Part) -> Table:
             str(c.tn),
             str(row.errors),
             fmt(row.inter_rater.kappa),
-            "[green]yes[/]" if row.fit_to_gate else "[red]no[/]",
+            yes_no(row.fit_to_gate),
         )
     return table
 
@@ -72,9 +73,9 @@ def print_calibration(report: CalibrationReport, console: Console) -> None:
     for row in report.rows:
         if row.part == report.decisive_part:
             for note in row.notes:
-                console.print(f"  {row.criterion} ({row.judge_model}): {note}", highlight=False)
+                console.print(plain(f"  {row.criterion} ({row.judge_model}): {note}"))
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(warning_line(warning))
 
 
 def print_gate(report: GateReport, console: Console) -> None:
@@ -94,8 +95,8 @@ def print_gate(report: GateReport, console: Console) -> None:
         table.add_column(header, justify="left" if header in ("rubric", "criterion") else "right")
     for c in report.criteria:
         table.add_row(
-            c.rubric_id,
-            c.criterion,
+            plain(c.rubric_id),
+            plain(c.criterion),
             "yes" if c.gate else "advisory",
             str(c.tally.n),
             str(c.tally.passes),
@@ -103,7 +104,7 @@ def print_gate(report: GateReport, console: Console) -> None:
             fmt(c.lower_bound),
             fmt(c.threshold, 2),
             str(c.tally.errors),
-            "[green]yes[/]" if c.passed else "[red]no[/]",
+            yes_no(c.passed),
         )
     console.print(table)
     checks = Table(title="Checks", title_justify="left")
@@ -111,32 +112,35 @@ def print_gate(report: GateReport, console: Console) -> None:
         checks.add_column(header, justify="left" if header in ("rubric", "check") else "right")
     for k in report.checks:
         checks.add_row(
-            k.rubric_id,
-            k.check,
+            plain(k.rubric_id),
+            plain(k.check),
             "yes" if k.gate else "advisory",
             str(k.tally.fails),
             str(k.tally.passes),
             str(k.tally.errors),
-            "[green]yes[/]" if k.passed else "[red]no[/]",
+            yes_no(k.passed),
         )
     if report.checks:
         console.print(checks)
     if report.held_for_review:
         console.print(
-            f"{report.held_for_review} injection-suspected PASS held for review"
-            " (not counted as passes until reviewed)"
+            plain(
+                f"{report.held_for_review} injection-suspected PASS held for review"
+                " (not counted as passes until reviewed)"
+            )
         )
     console.print(
-        f"ERROR rate {fmt(report.error_rate)} ({report.gating_errors}/{report.gating_results} gating results), "
-        f"{report.cases} cases",
-        highlight=False,
+        plain(
+            f"ERROR rate {fmt(report.error_rate)} ({report.gating_errors}/{report.gating_results} gating results), "
+            f"{report.cases} cases"
+        )
     )
     if report.passed:
-        console.print("[green]gate passed[/]")
+        console.print(styled("gate passed", "green"))
     else:
-        console.print("[red]gate failed:[/]")
+        console.print(styled("gate failed:", "red"))
         for reason in report.reasons:
-            console.print(f"  - {reason}", highlight=False)
+            console.print(plain(f"  - {reason}"))
 
 
 # -- pictures ----------------------------------------------------------------

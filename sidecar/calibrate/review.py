@@ -16,15 +16,24 @@ lower case), remembered in a bounded LRU of reviewed cases, or, when the label
 echoes them, from ``rubric_id``, ``rubric_version``, ``judge_model`` and
 ``judge_outcome``. Pairs feed a rolling window per (rubric, version, judge
 model, criterion).
+
+Those four become metric label values, so they are a closed set: with the
+loaded rubrics given, a label echoing a rubric, version or judge model that is
+not loaded is refused (``unknown_rubric``), and so is one naming a criterion
+the rubric does not have (``unknown_criterion``). Refused labels are counted
+by reason; they never open a window, so they cannot push the real rubrics'
+windows out of the bounded store.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sidecar.calibrate.rolling import AgreementKey, RollingAgreement
+from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome, Transcript
 from sidecar.wire.labels import HumanLabel
@@ -72,20 +81,46 @@ def review_record(
 class LabelResult:
     key: AgreementKey | None  # None when the label could not be matched to a judged case
     counted: bool
+    # Why ``key`` is None: unknown_case, unknown_rubric or unknown_criterion.
+    reason: str = ""
+
+
+UNKNOWN_CASE = "unknown_case"
+UNKNOWN_RUBRIC = "unknown_rubric"
+UNKNOWN_CRITERION = "unknown_criterion"
 
 
 class ReviewTracker:
     """Remembers reviewed cases' judge verdicts (bounded LRU) and keeps rolling agreement."""
 
-    def __init__(self, *, memory: int = 50_000, window: int = 200, max_keys: int = 1_000) -> None:
+    def __init__(
+        self,
+        *,
+        memory: int = 50_000,
+        window: int = 200,
+        max_keys: int = 1_000,
+        rubrics: Iterable[Rubric] | None = None,
+    ) -> None:
         self._memory = memory
         self._cases: OrderedDict[str, Verdict] = OrderedDict()
         self.agreement = RollingAgreement(size=window, max_keys=max_keys)
         self.unmatched = 0
+        # (rubric id, version, judge model) -> criterion names; None: every label is taken.
+        self._known: dict[tuple[str, str, str], frozenset[str]] | None = (
+            None
+            if rubrics is None
+            else {
+                (r.id, r.version, r.judge_model): frozenset(
+                    c.name for c in (r.judge.criteria if r.judge else ())
+                )
+                for r in rubrics
+            }
+        )
 
     def remember(self, verdict: Verdict) -> None:
-        self._cases[verdict.trace_id] = verdict
-        self._cases.move_to_end(verdict.trace_id)
+        case = verdict.trace_id.lower()
+        self._cases[case] = verdict
+        self._cases.move_to_end(case)
         if len(self._cases) > self._memory:
             self._cases.popitem(last=False)
 
@@ -107,5 +142,12 @@ class ReviewTracker:
             )
         if key is None or judge is None:
             self.unmatched += 1
-            return LabelResult(None, False)
+            return LabelResult(None, False, UNKNOWN_CASE)
+        if self._known is not None:
+            criteria = self._known.get((key.rubric, key.rubric_version, key.judge_model))
+            if criteria is None or key.criterion not in criteria:
+                self.unmatched += 1
+                return LabelResult(
+                    None, False, UNKNOWN_RUBRIC if criteria is None else UNKNOWN_CRITERION
+                )
         return LabelResult(key, self.agreement.add(key, judge, label.label))

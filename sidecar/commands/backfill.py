@@ -226,6 +226,8 @@ def handle(args: argparse.Namespace) -> int:
             lambda: (True, f"backfill of {settings.kafka.topic} into {topic}"),
             settings.metrics.host,
             args.metrics_port,
+            request_timeout_s=settings.metrics.request_timeout_s,
+            max_connections=settings.metrics.max_connections,
         )
         if args.metrics_port is not None
         else None

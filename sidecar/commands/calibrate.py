@@ -34,6 +34,7 @@ from sidecar.calibrate.report import (
 from sidecar.calibrate.rubric_write import write_back
 from sidecar.commands._io import consoles, read_lines, read_text, write_file, write_output
 from sidecar.errors import InputFileError, UsageError
+from sidecar.terminal import plain, warning_line
 
 
 def _date(text: str) -> dt.date:
@@ -159,19 +160,17 @@ def run(args: argparse.Namespace) -> int:
         )
         write_file(args.report / "report.md", markdown)
         write_file(args.report / "report.json", text)
-        err.print(f"report written to {args.report}", highlight=False)
+        err.print(plain(f"report written to {args.report}"))
     if update is not None:
         write_file(args.write_rubric, update.text)
         for warning in update.warnings:
-            err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            err.print(warning_line(warning))
         gated = ", ".join(update.gated_off) or "none"
         err.print(
-            f"{args.write_rubric}: calibration block written; gate set to false on: {gated}",
-            highlight=False,
+            plain(f"{args.write_rubric}: calibration block written; gate set to false on: {gated}")
         )
         if not update.comments_kept:
             err.print(
-                f"[yellow]warning:[/] {args.write_rubric} was rewritten by PyYAML: comments were lost",
-                highlight=False,
+                warning_line(f"{args.write_rubric} was rewritten by PyYAML: comments were lost"),
             )
     return 0

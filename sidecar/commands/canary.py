@@ -56,7 +56,9 @@ from sidecar.evaluate.rubric import load_rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
+from sidecar.logs import shown
 from sidecar.settings import load_settings
+from sidecar.terminal import plain, styled, warning_line, yes_no
 from sidecar.wire.verdicts import verdict_json
 
 
@@ -162,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
     print_canary(report, out)
     for problem in summary.bad_records[:5]:
-        err.print(f"[yellow]warning:[/] skipped undecodable record {problem}", highlight=False)
+        err.print(warning_line(f"skipped undecodable record {problem}"))
     for warning in report.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(warning_line(warning))
     if args.verdicts:
         redaction = settings.redaction.policy()
         records = "".join(verdict_json(v, redaction) + "\n" for v in verdicts)
@@ -174,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         write_output(args.json_out, text, sys.stdout)
     if not report.passed and out is not err:
         for reason in report.reasons:
-            print(f"sidecar canary: {reason}", file=sys.stderr)
+            print(f"sidecar canary: {shown(reason)}", file=sys.stderr)
     return 0 if report.passed else 1
 
 
@@ -199,16 +201,17 @@ def _not_a_summary(lines: list[str], path: Path) -> None:
 def print_canary(report: CanaryReport, console: Console) -> None:
     served = report.judge_model_version or "no answer"
     console.print(
-        f"canary: rubric {report.rubric} v{report.rubric_version} (hash {report.rubric_hash}), "
-        f"judge {report.judge_model} served by {served}; {report.cases} traces",
-        highlight=False,
+        plain(
+            f"canary: rubric {report.rubric} v{report.rubric_version} (hash {report.rubric_hash}), "
+            f"judge {report.judge_model} served by {served}; {report.cases} traces"
+        )
     )
     table = Table(title_justify="left")
     for header in ("criterion", "gate", "n", "agreement", "kappa", "min", "errors", "flips", "ok"):
         table.add_column(header, justify="left" if header == "criterion" else "right")
     for c in report.criteria:
         table.add_row(
-            c.criterion,
+            plain(c.criterion),
             "yes" if c.gate else "advisory",
             str(c.n),
             fmt(c.agreement),
@@ -216,20 +219,21 @@ def print_canary(report: CanaryReport, console: Console) -> None:
             fmt(c.threshold, 2) if c.gate else "",
             str(c.errors),
             "n/a" if c.flips is None else f"{c.flips} of {c.compared}",
-            "" if not c.gate else ("[green]yes[/]" if c.fit else "[red]no[/]"),
+            "" if not c.gate else (yes_no(c.fit)),
         )
     console.print(table)
     for c in report.criteria:
         if c.note:
-            console.print(f"{c.criterion}: {c.note}", highlight=False)
+            console.print(plain(f"{c.criterion}: {c.note}"))
     console.print(
-        f"error rate {fmt(report.error_rate)} ({report.errors} ERROR verdicts; "
-        f"max {report.max_error_rate})",
-        highlight=False,
+        plain(
+            f"error rate {fmt(report.error_rate)} ({report.errors} ERROR verdicts; "
+            f"max {report.max_error_rate})"
+        )
     )
     if report.passed:
-        console.print("[green]canary passed[/]")
+        console.print(styled("canary passed", "green"))
     else:
-        console.print("[red]canary failed:[/]")
+        console.print(styled("canary failed:", "red"))
         for reason in report.reasons:
-            console.print(f"  - {reason}", highlight=False)
+            console.print(plain(f"  - {reason}"))

@@ -27,6 +27,7 @@ from sidecar.calibrate.release_gate import DEFAULT_CONFIDENCE
 from sidecar.commands._io import consoles, read_lines
 from sidecar.drift.verdict_diff import DiffReport, DiffRow, Kind, Side, diff_verdicts
 from sidecar.errors import InputFileError, UsageError
+from sidecar.terminal import plain, warning_line
 from sidecar.wire.verdicts import VerdictRecord
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_diff(report, out)
     for warning in report.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(warning_line(warning))
     return 0
 
 
@@ -101,9 +102,10 @@ def _change(row: DiffRow) -> str:
 def print_diff(report: DiffReport, console: Console) -> None:
     cases = report.cases
     console.print(
-        f"cases: {cases.paired} in both files, {cases.only_baseline} only in the baseline, "
-        f"{cases.only_candidate} only in the candidate",
-        highlight=False,
+        plain(
+            f"cases: {cases.paired} in both files, {cases.only_baseline} only in the baseline, "
+            f"{cases.only_candidate} only in the candidate"
+        )
     )
     percent = f"{report.confidence * 100:g}%"
     table = Table(title="Checks and criteria over the cases in both files", title_justify="left")
@@ -130,38 +132,36 @@ def print_diff(report: DiffReport, console: Console) -> None:
     for row in report.rows:
         other = ", ".join(f"{k} {n}" for k, n in row.other_changes.items()) or "0"
         table.add_row(
-            row.rubric,
+            plain(row.rubric),
             row.kind.value,
-            row.name,
+            plain(row.name),
             str(row.paired),
             _rate(row.baseline),
             _rate(row.candidate),
             _change(row),
             str(row.pass_to_fail),
             str(row.fail_to_pass),
-            other,
+            plain(other),
             str(row.only_baseline),
             str(row.only_candidate),
         )
     console.print(table)
     changed = report.changed_provenance
     if not changed:
-        console.print("provenance: the same in both files", highlight=False)
+        console.print(plain("provenance: the same in both files"))
     for item in changed:
         console.print(
-            f"changed: {item.rubric} {item.field}: {', '.join(item.baseline) or 'n/a'} -> "
-            f"{', '.join(item.candidate) or 'n/a'}",
-            highlight=False,
+            plain(
+                f"changed: {item.rubric} {item.field}: {', '.join(item.baseline) or 'n/a'} -> "
+                f"{', '.join(item.candidate) or 'n/a'}"
+            )
         )
     same = sorted({p.field for p in report.provenance} - {p.field for p in changed})
     if changed and same:
-        console.print(f"unchanged: {', '.join(same)}", highlight=False)
+        console.print(plain(f"unchanged: {', '.join(same)}"))
     for kind, what in ((Kind.CHECK, "checks"), (Kind.CRITERION, "criteria")):
         rows = [r for r in report.rows if r.kind is kind]
         if rows:
             flips = sum(r.pass_to_fail + r.fail_to_pass for r in rows)
             changes = sum(sum(r.other_changes.values()) for r in rows)
-            console.print(
-                f"{what}: {flips} flips, {changes} other changes",
-                highlight=False,
-            )
+            console.print(plain(f"{what}: {flips} flips, {changes} other changes"))

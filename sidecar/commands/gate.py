@@ -24,6 +24,7 @@ from sidecar.calibrate.release_gate import (
 from sidecar.calibrate.report import print_gate
 from sidecar.commands._io import consoles, read_lines
 from sidecar.errors import InputFileError, UsageError
+from sidecar.logs import shown
 
 
 def _criterion_min(text: str) -> tuple[str, float]:
@@ -103,5 +104,5 @@ def run(args: argparse.Namespace) -> int:
     if not report.passed and args.json:
         # CI logs show stderr; the reasons belong there too when stdout is JSON.
         for reason in report.reasons:
-            print(f"sidecar gate: {reason}", file=sys.stderr)
+            print(f"sidecar gate: {shown(reason)}", file=sys.stderr)
     return 0 if report.passed else 1

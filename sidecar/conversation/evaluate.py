@@ -19,11 +19,11 @@ isolation are the trace pipeline's (:func:`sidecar.evaluate.pipeline.judge_case`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Sequence
 
-from sidecar.evaluate.checks import run_check
-from sidecar.evaluate.checks.grounding import GroundedNumbers
+from sidecar.evaluate.checks import run_check, run_finding
+from sidecar.evaluate.checks.grounding import GroundedNumbers, TurnGrounding
 from sidecar.evaluate.pipeline import (
     NO_JUDGE,
     Case,
@@ -38,7 +38,7 @@ from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict, conversation_key
 from sidecar.judge import Judge
-from sidecar.model import CheckResult, Flag, Outcome, ToolCall, Transcript
+from sidecar.model import CheckResult, Flag, Outcome, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +49,17 @@ def _ignore(fault: Fault) -> None:
     pass
 
 
-def _turn_evidence(turns: Sequence[Transcript], k: int) -> Transcript:
-    """Turn ``k`` (0-based) with what was known up to it, for ``grounded_numbers``."""
-    turn = turns[k]
-    earlier_inputs = tuple(
-        ToolCall(name=f"(user input of turn {i + 1})", arguments="{}", result=t.user_input)
-        for i, t in enumerate(turns[:k])
-    )
-    calls = tuple(c for t in turns[: k + 1] for c in t.tool_calls)
-    return dataclasses.replace(turn, tool_calls=(*earlier_inputs, *calls), turns=())
-
-
 def _grounded_per_turn(spec: GroundedNumbers, transcript: Transcript) -> CheckResult:
     turns = transcript.turns
     # Without some earlier turns (partial), an ungrounded number may be grounded in them.
     partial = Flag.PARTIAL in transcript.flags
+    # Each turn's texts are read once and the evidence grows (linear in the conversation).
+    grounding = TurnGrounding(spec)
     results = [
-        run_check(spec, dataclasses.replace(e, truncated=True) if partial else e)
-        for e in (_turn_evidence(turns, k) for k in range(len(turns)))
+        run_finding(
+            spec, functools.partial(grounding.turn, turn), truncated=partial or turn.truncated
+        )
+        for turn in turns
     ]
     for outcome in (Outcome.FAIL, Outcome.ERROR):
         for number, result in enumerate(results, start=1):

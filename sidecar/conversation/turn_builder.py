@@ -69,12 +69,16 @@ def turn_record(
         reference=cut(transcript.reference),
         truncated=transcript.truncated or cut.cut or len(transcript.tool_calls) > len(calls),
         flags=transcript.flags,
-        earlier_user_messages=earlier_user_messages(trace),
+        # Read with the spans when the transcript was built (planning thread), not again here.
+        earlier_user_messages=transcript.earlier_user_messages,
     )
 
 
 def earlier_user_messages(trace: Trace) -> int:
     """User messages with text before the last one in the first LLM call's input.
+
+    The reference reading of ``Transcript.earlier_user_messages`` from the raw
+    spans (the transcript reads it as it is built; tests compare the two).
 
     ADK and chat-completion agents send the session's history there; more than
     zero on the first turn the conversation stage sees means earlier turns

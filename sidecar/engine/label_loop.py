@@ -4,7 +4,8 @@ Each label (the labels topic, :func:`sidecar.wire.labels.parse_label`) is
 matched to a reviewed case the :class:`~sidecar.calibrate.review.ReviewTracker`
 remembers (or to the judge's echo it carries); the rolling judge-human
 agreement of its (rubric, version, judge model, criterion) is reported. A
-malformed label or one matching no case is counted and skipped; the reader's
+malformed label, one matching no case, and one for a rubric or criterion that
+is not loaded are counted (by reason) and skipped; the reader's
 offsets are committed after each batch.
 """
 
@@ -47,7 +48,8 @@ class LabelLoop:
             return
         result = self.reviews.add_label(label)
         if result.key is None:
-            self.telemetry.event(LabelRead(reason="unknown_case"))
+            # A closed set of reasons; the label's own values never become label values.
+            self.telemetry.event(LabelRead(reason=result.reason or "unknown_case"))
             return
         key = result.key
         self.telemetry.event(LabelRead(key.rubric, key.criterion))

@@ -124,7 +124,9 @@ class Service:
             max_dead_letter_bytes=d.max_dead_letter_bytes,
             telemetry=self.telemetry,
         )
-        self.reviews = ReviewTracker(memory=review.memory, window=review.window)
+        self.reviews = ReviewTracker(
+            memory=review.memory, window=review.window, rubrics=self.rubrics
+        )
         c = settings.conversations
         self.conversation_rubrics = [r for r in self.rubrics if r.conversational is not None]
         conversations_on = c.enabled and bool(self.conversation_rubrics) and turn_source is not None

@@ -62,6 +62,7 @@ from sidecar.telemetry import (
     Telemetry,
     TracePlanned,
 )
+from sidecar.text import clipped
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,41 @@ class TraceBuffer:
         return decided
 
 
+class SelfPreferenceWarnings:
+    """Warns once per (rubric, agent model) when the judge is of the agent model's family.
+
+    Bounded: the agent's model names are untrusted, so each is kept and shown
+    cut (:func:`sidecar.text.clipped`) and at most ``limit`` pairs are
+    remembered and warned about; the metric still counts every case.
+    """
+
+    def __init__(self, limit: int = SELF_PREFERENCE_WARNINGS) -> None:
+        self.limit = limit
+        self._warned: set[tuple[str, str]] = set()
+
+    def __len__(self) -> int:
+        return len(self._warned)
+
+    def note(self, case: Case) -> bool:
+        """True when ``case`` is judged by its agent model's family (warned when new)."""
+        judge_model = case.rubric.judge_model
+        for model in case.transcript.models:
+            if not same_family(judge_model, model):
+                continue
+            key = (case.rubric.id, clipped(model))
+            if key not in self._warned and len(self._warned) < self.limit:
+                self._warned.add(key)
+                log.warning(
+                    "rubric %s: judge model %s is of the same family as the agent's model %s; "
+                    "judges tend to prefer their own family's answers (self-preference)",
+                    case.rubric.id,
+                    judge_model,
+                    key[1],
+                )
+            return True
+        return False
+
+
 class TraceWork:
     """Plans, judges and emits decided traces (see the module docstring)."""
 
@@ -177,7 +213,7 @@ class TraceWork:
         self.checks = checks
         self.telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
         self.capture_warnings = CaptureWarnings()
-        self._warned_self_preference: set[tuple[str, str]] = set()
+        self.self_preference = SelfPreferenceWarnings()
 
     # -- planning thread ----------------------------------------------------------------
 
@@ -313,25 +349,8 @@ class TraceWork:
                 self._self_preference(case)
 
     def _self_preference(self, case: Case) -> None:
-        judge_model = case.rubric.judge_model
-        for model in case.transcript.models:
-            if not same_family(judge_model, model):
-                continue
-            self.telemetry.event(SelfPreference(case.rubric.id, judge_model))
-            key = (case.rubric.id, model)
-            if (
-                key not in self._warned_self_preference
-                and len(self._warned_self_preference) < SELF_PREFERENCE_WARNINGS
-            ):
-                self._warned_self_preference.add(key)
-                log.warning(
-                    "rubric %s: judge model %s is of the same family as the agent's model %s; "
-                    "judges tend to prefer their own family's answers (self-preference)",
-                    case.rubric.id,
-                    judge_model,
-                    model,
-                )
-            return
+        if self.self_preference.note(case):
+            self.telemetry.event(SelfPreference(case.rubric.id, case.rubric.judge_model))
 
     async def assigned(self, partitions: set[int], metadata: Mapping[int, str]) -> None:
         now = self.clock()

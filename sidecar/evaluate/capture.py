@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from sidecar.evaluate.conventions import Reading, Role, text_of
 from sidecar.model import Capture, Captured, ContentField, Span, ToolCall, Transcript
+from sidecar.text import clipped
 
 __all__ = ["ADVICE", "GENERIC_ADVICE", "CaptureWarnings", "advice_for", "read_capture"]
 
@@ -246,7 +247,8 @@ class CaptureWarnings:
 
     def note(self, transcript: Transcript) -> list[ContentField]:
         """Warn about the fields of ``transcript`` not yet warned about for its agent."""
-        agent = transcript.agent_name or "unknown"
+        # Cut: the key is kept (up to ``limit`` of them) and shown in the warning.
+        agent = clipped(transcript.agent_name or "unknown")
         capture = transcript.capture
         fields = (*capture.missing, *capture.unreadable_fields)
         new = [f for f in fields if (agent, f) not in self._warned]

@@ -138,9 +138,9 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         )
     depths = _depths(spans)
     memo = MessageMemo()
-    steps = _enclosed_content(
-        [_new_step(span, read_span(span, memo), depths[span.span_id]) for span in spans], memo
-    )
+    read = [_new_step(span, read_span(span, memo), depths[span.span_id]) for span in spans]
+    earlier_user_messages = _earlier_user_messages(read)
+    steps = _enclosed_content(read, memo)
     root = _root(steps)
     agents = _agent_steps(steps)
     agent = agents[0] if agents else None
@@ -213,7 +213,25 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         and not any(s.reading is not None and s.reading.role is Role.TOOL for s in steps),
         start_unix_nano=start,
         end_unix_nano=end,
+        earlier_user_messages=earlier_user_messages,
     )
+
+
+def _earlier_user_messages(steps: Sequence[_Step]) -> int:
+    """User messages with text before the last one in the first LLM call's own input.
+
+    ADK and chat-completion agents send the session's history there; more than
+    zero on the first turn the conversation stage sees means earlier turns
+    were never seen. Read from the spans' own readings (before content of an
+    enclosing span is given to a model call), in start order.
+    """
+    for step in steps:
+        reading = step.reading
+        if reading is None or reading.role is not Role.LLM or not reading.inputs:
+            continue
+        users = sum(1 for m in reading.inputs if m.role == "user" and m.text)
+        return max(0, users - 1)
+    return 0
 
 
 def trace_times(spans: Sequence[Span], root: Span | None) -> tuple[int | None, int | None]:

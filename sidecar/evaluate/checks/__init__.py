@@ -24,14 +24,14 @@ the README (a test fails until all four are done).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeAlias, Union
 
 import jsonschema
 from pydantic import Field
 from referencing.exceptions import Unresolvable
 
-from sidecar.evaluate.checks._common import errored
+from sidecar.evaluate.checks._common import Finding, errored
 from sidecar.evaluate.checks.answer import ANSWER_JSON_SCHEMA, ANSWER_REGEX
 from sidecar.evaluate.checks.base import CheckConfig, CheckType
 from sidecar.evaluate.checks.conversation import MAX_TURNS
@@ -116,12 +116,28 @@ def run_check(
     spec: CheckConfig, transcript: Transcript, *, fragment: str | None = None
 ) -> CheckResult:
     """Run one check; never raises for anything the transcript or spec may hold."""
+    return run_finding(
+        spec,
+        lambda: _BY_CONFIG[type(spec)].evaluate(spec, transcript),
+        truncated=transcript.truncated,
+        fragment=fragment,
+    )
+
+
+def run_finding(
+    spec: CheckConfig,
+    evaluate: Callable[[], Finding],
+    *,
+    truncated: bool,
+    fragment: str | None = None,
+) -> CheckResult:
+    """:func:`run_check` with the finding made by ``evaluate`` (a conversation's turn)."""
     check_type = _BY_CONFIG[type(spec)]
     try:
-        finding = check_type.evaluate(spec, transcript)
+        finding = evaluate()
     except _CHECK_FAULTS as exc:
         finding = errored(f"check raised {type(exc).__name__}: {exc}")
-    if transcript.truncated and finding.outcome is check_type.inconclusive_if_truncated:
+    if truncated and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"trace truncated, inconclusive: {finding.detail}")
     elif fragment is not None and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"{fragment}, inconclusive: {finding.detail}")

@@ -56,7 +56,7 @@ import decimal
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
@@ -319,18 +319,6 @@ _JSON = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, parse_constant=
 _JSON_MAY_ADD = re.compile(r"\\|[0-9][eE]|[0-9],[0-9]")
 
 
-def _digit_run_numbers(texts: Iterable[str]) -> set[Decimal]:
-    """The numbers of the digit runs of ``texts``: the first part of ``_evidence_numbers``."""
-    runs: set[str] = set()
-    for text in texts:
-        runs.update(_DIGIT_RUN.findall(_fold(text)))
-    found: set[Decimal] = set()
-    for run in runs:
-        if (value := _number(run)) is not None:
-            found.add(value)
-    return found
-
-
 def _all_grounded(claims: Iterable[_Claim], known: _Known) -> bool:
     """Every claim grounded by ``known``; False when deciding it raised (the full path decides)."""
     try:
@@ -339,33 +327,47 @@ def _all_grounded(claims: Iterable[_Claim], known: _Known) -> bool:
         return False
 
 
-def _evidence_numbers(texts: Iterable[str]) -> set[Decimal]:
-    found: set[Decimal] = set()
-    for text in texts:
-        _add_text_numbers(text, found)
-        if _JSON_MAY_ADD.search(text) is None or json_too_deep(text):
-            continue
-        try:
-            document = _JSON.decode(text)
-        except (ValueError, RecursionError, ArithmeticError):
-            continue
-        _add_json_numbers(document, found)
-    return found
+def _add_evidence_numbers(text: str, found: set[Decimal]) -> None:
+    """Every number of ``text``: each reading of its number forms, and its JSON numbers."""
+    _add_text_numbers(text, found)
+    if _JSON_MAY_ADD.search(text) is None or json_too_deep(text):
+        return
+    try:
+        document = _JSON.decode(text)
+    except (ValueError, RecursionError, ArithmeticError):
+        return
+    _add_json_numbers(document, found)
 
 
 class _Known:
-    """The evidence numbers: exact membership, and ranges for abbreviated magnitudes."""
+    """Evidence numbers that only grow: exact membership, and ranges for abbreviated magnitudes.
 
-    def __init__(self, numbers: set[Decimal]) -> None:
-        self._set = numbers
-        self._sorted: list[Decimal] | None = None
+    The sorted list for ranges is kept across additions (new numbers are sorted
+    and merged in when a range is next asked for), so a conversation's growing
+    evidence is never sorted from scratch per turn.
+    """
+
+    def __init__(self, numbers: Iterable[Decimal] = ()) -> None:
+        self._set: set[Decimal] = set()
+        self._sorted: list[Decimal] = []
+        self._new: list[Decimal] = []
+        self.update(numbers)
+
+    def update(self, numbers: Iterable[Decimal]) -> None:
+        for value in numbers:
+            if value not in self._set:
+                self._set.add(value)
+                self._new.append(value)
 
     def __contains__(self, value: Decimal) -> bool:
         return value in self._set
 
     def any_within(self, low: Decimal, high: Decimal) -> bool:
-        if self._sorted is None:
-            self._sorted = sorted(self._set)
+        if self._new:
+            self._new.sort()
+            self._sorted.extend(self._new)
+            self._sorted.sort()  # two sorted runs: one linear merge
+            self._new = []
         index = bisect.bisect_left(self._sorted, low)
         return index < len(self._sorted) and self._sorted[index] <= high
 
@@ -405,39 +407,97 @@ def _uncaptured(transcript: Transcript) -> list[str]:
     return missing
 
 
+class Evidence:
+    """What answers are grounded in, read once per text as it is added.
+
+    Each text added is folded and its digit runs and unreadable number forms
+    (``5e3``, ``1_000``, ``0xFF``) read at once; the full reading (every form,
+    JSON numbers) is done for a text only when some answer needs it, and then
+    once. Evidence only grows, so a conversation adds each turn's texts and
+    grounds each turn's answer against all so far at a cost linear in the
+    conversation's size. ``texts_read`` and ``texts_read_in_full`` count the
+    reads (tests use them to show the work is linear).
+    """
+
+    # The digit-run pass first (``quick``); off, every answer is read against the whole.
+    QUICK = True
+
+    def __init__(self, spec: GroundedNumbers, *, quick: bool | None = None) -> None:
+        self.quick = self.QUICK if quick is None else quick
+        allowed = list(_allowed(spec.allow))
+        self._runs = _Known(allowed)  # digit runs of every text: a subset of the whole
+        self._whole = _Known(allowed)  # every reading of the texts read in full
+        self._forms: set[str] = set()
+        self._pending: list[str] = []
+        self.texts_read = 0
+        self.texts_read_in_full = 0
+
+    def add(self, text: str) -> None:
+        folded = _fold(text)
+        # Each distinct run once: a set keeps one of equal numbers anyway.
+        self._runs.update(
+            value for run in set(_DIGIT_RUN.findall(folded)) if (value := _number(run)) is not None
+        )
+        self._forms.update(_UNREADABLE.findall(folded))
+        self._pending.append(text)
+        self.texts_read += 1
+
+    def _read_in_full(self) -> _Known:
+        found: set[Decimal] = set()
+        for text in self._pending:
+            _add_evidence_numbers(text, found)
+        self.texts_read_in_full += len(self._pending)
+        self._pending = []
+        self._whole.update(found)
+        return self._whole
+
+    def ground(self, transcript: Transcript, missing: Callable[[], list[str]]) -> Finding:
+        """``transcript``'s answer against the evidence so far; ``missing`` names what was lost."""
+        answer = transcript.answer
+        if answer is None:
+            return no_answer(transcript)
+        finding = self._ground(_claims(answer), transcript, missing)
+        if finding.outcome is Outcome.PASS:
+            # Only a PASS can be wrong for want of reading a number; a FAIL stands.
+            unreadable = [f for f in _UNREADABLE.findall(_fold(answer)) if f not in self._forms]
+            if unreadable:  # a form written the same way in the evidence is grounded
+                shown = ", ".join(dict.fromkeys(unreadable))
+                return errored(f"cannot read the number {shown} in the answer; cannot ground it")
+        return finding
+
+    def _ground(
+        self, claims: list[_Claim], transcript: Transcript, missing: Callable[[], list[str]]
+    ) -> Finding:
+        if not claims:
+            return passed("no numbers in answer")
+        # Grounding only grows with the evidence, and the digit runs of the texts are
+        # part of it: when they ground every claim, so does the whole evidence.
+        if self.quick and _all_grounded(claims, self._runs):
+            return passed(f"{plural(len(claims), 'number')} grounded")
+        known = self._read_in_full()
+        ungrounded = [claim.shown for claim in claims if not _grounded(claim, known)]
+        if not ungrounded:
+            return passed(f"{plural(len(claims), 'number')} grounded")
+
+        shown = ", ".join(dict.fromkeys(ungrounded))
+        lost = missing()
+        if lost and transcript.capture.unreadable_fields:
+            note = transcript.capture.unreadable_note
+            return errored(f"{' and '.join(lost)} {note}; cannot ground {shown}")
+        if lost:
+            unread = " or unreadable" if Flag.UNREADABLE_VALUES in transcript.flags else ""
+            advice = f"; {transcript.capture.advice}" if transcript.capture.advice else ""
+            return errored(
+                f"{' and '.join(lost)} not captured{unread}; cannot ground {shown}{advice}"
+            )
+        return failed(f"ungrounded {shown} (not in tool results, arguments or input)")
+
+
 def grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
-    finding = _grounded_numbers(spec, transcript)
-    if finding.outcome is Outcome.PASS and transcript.answer is not None:
-        # Only a PASS can be wrong for want of reading a number; a FAIL stands.
-        texts = [_fold(t) for t in _evidence_texts(transcript)]
-        unreadable = [
-            form
-            for form in _UNREADABLE.findall(_fold(transcript.answer))
-            if not any(form in text for text in texts)  # written the same way: grounded
-        ]
-        if unreadable:
-            shown = ", ".join(dict.fromkeys(unreadable))
-            return errored(f"cannot read the number {shown} in the answer; cannot ground it")
-    return finding
-
-
-def _grounded_numbers(spec: GroundedNumbers, transcript: Transcript) -> Finding:
-    answer = transcript.answer
-    if answer is None:
-        return no_answer(transcript)
-    claims = _claims(answer)
-    if not claims:
-        return passed("no numbers in answer")
-
-    texts = _evidence_texts(transcript)
-    allowed = list(_allowed(spec.allow))
-    # Grounding only grows with the evidence, and the digit runs of the texts are
-    # part of it: when they ground every claim, so does the whole evidence.
-    quick = _digit_run_numbers(texts)
-    quick.update(allowed)
-    if _all_grounded(claims, _Known(quick)):
-        return passed(f"{plural(len(claims), 'number')} grounded")
-    return _decided(claims, texts, allowed, transcript)
+    evidence = Evidence(spec)
+    for text in _evidence_texts(transcript):
+        evidence.add(text)
+    return evidence.ground(transcript, lambda: _uncaptured(transcript))
 
 
 def _evidence_texts(transcript: Transcript) -> list[str]:
@@ -450,30 +510,47 @@ def _evidence_texts(transcript: Transcript) -> list[str]:
     return texts
 
 
-def _decided(
-    claims: list[_Claim], texts: list[str], allowed: list[Decimal], transcript: Transcript
-) -> Finding:
-    """The finding against the whole evidence (every reading of every text, JSON numbers)."""
-    numbers = _evidence_numbers(texts)
-    numbers.update(allowed)
-    known = _Known(numbers)
+class TurnGrounding:
+    """``grounded_numbers`` over a conversation's turns in order, each turn read once.
 
-    ungrounded = [claim.shown for claim in claims if not _grounded(claim, known)]
-    if not ungrounded:
-        return passed(f"{plural(len(claims), 'number')} grounded")
+    Turn *k*'s answer is grounded in the tool calls (results and arguments) of
+    turns 1..k and the inputs of turns 1..k, as if they were one trace's: an
+    earlier input that was not captured counts as a missing tool result, turn
+    *k*'s own as a missing user input.
+    """
 
-    shown = ", ".join(dict.fromkeys(ungrounded))
-    missing = _uncaptured(transcript)
-    if missing and transcript.capture.unreadable_fields:
-        note = transcript.capture.unreadable_note
-        return errored(f"{' and '.join(missing)} {note}; cannot ground {shown}")
-    if missing:
-        unread = " or unreadable" if Flag.UNREADABLE_VALUES in transcript.flags else ""
-        advice = f"; {transcript.capture.advice}" if transcript.capture.advice else ""
-        return errored(
-            f"{' and '.join(missing)} not captured{unread}; cannot ground {shown}{advice}"
-        )
-    return failed(f"ungrounded {shown} (not in tool results, arguments or input)")
+    def __init__(self, spec: GroundedNumbers) -> None:
+        self.evidence = Evidence(spec)
+        self._results_missing = False
+        self._arguments_missing = False
+
+    def turn(self, turn: Transcript) -> Finding:
+        """Turn ``turn``'s finding; call once per turn, in order."""
+        for call in turn.tool_calls:
+            for text in (call.result, call.arguments):
+                if text is not None:
+                    self.evidence.add(text)
+            self._results_missing |= call.result is None and call.error is None
+            self._arguments_missing |= call.arguments is None
+        if turn.user_input is not None:
+            self.evidence.add(turn.user_input)
+        try:
+            return self.evidence.ground(turn, lambda: self._missing(turn))
+        finally:
+            # For the later turns this input is an earlier turn's: a missing tool result.
+            self._results_missing |= turn.user_input is None
+
+    def _missing(self, turn: Transcript) -> list[str]:
+        missing: list[str] = []
+        if self._results_missing:
+            missing.append("tool results")
+        if self._arguments_missing:
+            missing.append("tool arguments")
+        if turn.user_input is None:
+            missing.append("user input")
+        if turn.capture.tool_calls in (Captured.NOT_CAPTURED, Captured.UNREADABLE):
+            missing.append("tool calls")
+        return missing
 
 
 def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
