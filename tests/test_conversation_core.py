@@ -562,6 +562,7 @@ def test_replay_groups_by_key_and_splits_at_idle_gaps() -> None:
 
 async def test_replay_gives_one_verdict_per_conversation_and_skips_traces_without_key() -> None:
     from sidecar.engine.offline import ReplaySummary, evaluate_traces
+    from sidecar.ingest.assemble import DECISION_WAIT_S
 
     r = conversation_rubric(checks=REFUND_CHECKS)
     traces = [
@@ -595,3 +596,13 @@ async def test_replay_gives_one_verdict_per_conversation_and_skips_traces_withou
     assert summary.conversations == 3
     assert summary.turns_without_key == 1
     assert len({v.id for v in conversations}) == 3
+    # Times: the first turn's start, the last turn's end, decided the decision wait after it.
+    turn1, turn3 = build_transcript(traces[0]), build_transcript(traces[2])
+    assert (first.trace_start, first.trace_end) == (turn1.start_unix_nano, turn3.end_unix_nano)
+    assert first.trace_start is not None
+    assert first.trace_end is not None
+    assert first.trace_start < first.trace_end
+    assert first.decided_at == first.trace_end + round(DECISION_WAIT_S * 1e9)
+    record = json.loads(verdict_json(first))
+    assert record["decided_at"] is not None
+    assert record["trace_start"] < record["trace_end"]
