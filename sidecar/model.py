@@ -358,3 +358,28 @@ class CriterionResult:
     gate: bool = True
     evidence: str | None = None
     reason: str | None = None  # why ERROR/SKIPPED (e.g. "missing", "unsupported_evidence")
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCallRecord:
+    """One attempt at a judge call, as the judge's own span shows it: no content, only facts.
+
+    ``model`` is the model asked for, ``response_model`` the version the service
+    said served it (None: no answer). Times are Unix nanoseconds from the wall
+    clock; a cache hit or an attempt the open breaker refused lasts no time.
+    ``error`` is why the attempt failed (a judge failure reason), None when it
+    answered; ``attempt`` counts from 1 within one case; ``purpose`` is who the
+    call was made for (production, canary, shadow).
+    """
+
+    model: str
+    provider: str
+    start_unix_nano: int
+    end_unix_nano: int
+    attempt: int = 1
+    response_model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None
+    cached: bool = False
+    purpose: str = "production"

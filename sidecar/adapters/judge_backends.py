@@ -202,6 +202,8 @@ class GeminiBackend:
             location=location,
             http_options=options,
         )
+        # gen_ai.provider.name on the judge's spans (the GenAI conventions' values).
+        self.provider_name = "gcp.vertex_ai" if self._client.vertexai else "gcp.gemini"
 
     def _config(self, request: JudgeRequest) -> genai_types.GenerateContentConfig:
         return genai_types.GenerateContentConfig(
@@ -318,6 +320,9 @@ class OpenAICompatBackend:
             follow_redirects=False,
             transport=CappedTransport(max_answer_bytes),
         )
+        # gen_ai.provider.name on the judge's spans: OpenAI itself, or a server speaking its API.
+        host = self._http.base_url.host
+        self.provider_name = "openai" if host.endswith("openai.com") else "openai_compatible"
 
     def body(self, model: str, request: JudgeRequest) -> dict[str, Any]:
         return {

@@ -10,6 +10,15 @@ criterion event. Every event also names its evaluator
 (:func:`evaluator_attributes`: ``gen_ai.evaluation.evaluator.id``, ``.version``,
 ``.type``) and the version of the conventions followed (``EVALUATION_SCHEMA``).
 
+Each judge call behind the verdict (every attempt, and a cache hit) is a child
+span of the verdict span in the GenAI client conventions: ``chat {model}``,
+kind CLIENT, ``gen_ai.operation.name``, ``gen_ai.provider.name``,
+``gen_ai.request.model``, ``gen_ai.response.model`` (the served version),
+``gen_ai.usage.input_tokens``/``output_tokens``, ``error.type`` and an ERROR
+status on failure, ``sidecar.judge.attempt``, ``sidecar.judge.cache_hit`` and
+``sidecar.judge.purpose`` (:func:`judge_call_attributes`). No prompt or
+answer text goes on them. The verdict span starts at its first judge call.
+
 A conversation verdict goes into the last turn's trace, under its
 root, and links to every other turn's root (``eval.link: conversation_turn``,
 ``eval.turn``); it adds ``eval.scope``, ``gen_ai.conversation.id``,
@@ -35,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -54,6 +64,8 @@ from opentelemetry.trace import (
     NonRecordingSpan,
     SpanContext,
     SpanKind,
+    Status,
+    StatusCode,
     TraceFlags,
     set_span_in_context,
 )
@@ -63,7 +75,7 @@ from sidecar import __version__
 from sidecar.errors import ConfigError
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.otlpjson import request_to_json_line
-from sidecar.model import CheckResult, CriterionResult, Outcome
+from sidecar.model import CheckResult, CriterionResult, JudgeCallRecord, Outcome
 
 EVENT_NAME = "gen_ai.evaluation.result"
 # The GenAI conventions' event text followed (still experimental): semantic-conventions
@@ -79,6 +91,11 @@ EVALUATOR_TYPE = "gen_ai.evaluation.evaluator.type"
 LLM_JUDGE, DETERMINISTIC, HUMAN = "llm_judge", "deterministic", "human"
 RUBRIC_HASH = "eval.rubric.hash"
 JUDGE_MODEL_VERSION = "eval.judge.model_version"
+# The judge's own span (GenAI client span conventions, same version as above).
+CHAT = "chat"
+JUDGE_ATTEMPT = "sidecar.judge.attempt"
+JUDGE_CACHE_HIT = "sidecar.judge.cache_hit"
+JUDGE_PURPOSE = "sidecar.judge.purpose"
 
 log = logging.getLogger(__name__)
 
@@ -234,13 +251,31 @@ class VerdictSpans:
         if verdict.conversation_id is not None:
             attributes.update(_conversation(verdict))
             links.extend(_turn_links(verdict, parent))
+        now = time.time_ns()
+        calls = verdict.judge_calls
+        # The verdict span covers its judge calls, so they nest inside it on a timeline.
+        start = min([now, *(c.start_unix_nano for c in calls)])
+        end = max([now, *(c.end_unix_nano for c in calls)])
         span = self._tracer.start_span(
             f"evaluate {verdict.rubric_id}",
             context=set_span_in_context(NonRecordingSpan(parent)),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             links=links,
+            start_time=start,
         )
+        inside = set_span_in_context(span)
+        for call in calls:
+            child = self._tracer.start_span(
+                f"{CHAT} {call.model}",
+                context=inside,
+                kind=SpanKind.CLIENT,
+                attributes=judge_call_attributes(verdict, call),
+                start_time=call.start_unix_nano,
+            )
+            if call.error is not None:
+                child.set_status(Status(StatusCode.ERROR, call.error))
+            child.end(end_time=call.end_unix_nano)
         rubric_only = {k: v for k, v in provenance.items() if k == RUBRIC_HASH}
         for check in verdict.checks:
             evaluator = evaluator_attributes(verdict, check.name, DETERMINISTIC)
@@ -251,7 +286,7 @@ class VerdictSpans:
                 span.add_event(
                     EVENT_NAME, {**_criterion_event(criterion), **provenance, **evaluator}
                 )
-        span.end()
+        span.end(end_time=end)
         return f"{span.get_span_context().span_id:016x}"
 
     def flush(self, timeout_ms: int | None = None) -> bool:
@@ -296,6 +331,33 @@ def _bounded(call: Callable[[], object], timeout_s: float, what: str) -> bool:
         timeout_s,
     )
     return False
+
+
+def judge_call_attributes(verdict: Verdict, call: JudgeCallRecord) -> dict[str, AttributeValue]:
+    """The judge span's attributes: what was asked, what served it, usage, how it ended.
+
+    No prompt and no answer: the transcript stays out of the judge's spans.
+    """
+    attrs: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": CHAT,
+        "gen_ai.provider.name": call.provider,
+        "gen_ai.request.model": call.model,
+        JUDGE_ATTEMPT: call.attempt,
+        JUDGE_CACHE_HIT: call.cached,
+        JUDGE_PURPOSE: call.purpose,
+        "eval.id": verdict.id,
+        "eval.rubric.id": verdict.rubric_id,
+        SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
+    }
+    if call.response_model is not None:
+        attrs["gen_ai.response.model"] = call.response_model
+    if call.input_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = call.input_tokens
+    if call.output_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = call.output_tokens
+    if call.error is not None:
+        attrs["error.type"] = call.error
+    return attrs
 
 
 def evaluator_attributes(verdict: Verdict, name: str, kind: str) -> dict[str, AttributeValue]:

@@ -352,6 +352,7 @@ def conclude(case: Case, result: JudgeResult | None) -> Verdict:
         raw_output=result.raw_output if result else None,
         rubric_hash=rubric.content_hash,
         judge_model_version=result.model_version if result else None,
+        judge_calls=result.calls if result else (),
     )
 
 

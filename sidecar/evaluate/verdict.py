@@ -35,7 +35,11 @@ Provenance beside rubric id, version and judge model:
   arrived (not sampled, no judge, content not captured, transport failure,
   breaker open).
 
-Both are left out of the record when absent, so records without them read
+``judge_calls`` (:class:`~sidecar.model.JudgeCallRecord`, one per attempt at the
+model or per cache hit) feed the judge's own spans, children of the verdict
+span; they carry no content and are not part of the record.
+
+Both provenance fields are left out of the record when absent, so records without them read
 (and write) as before. ``backfill`` is true on verdicts ``sidecar backfill``
 made from history (``sidecar.engine.history``); live verdicts leave it out.
 
@@ -52,7 +56,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar import __version__
-from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome, Transcript
+from sidecar.model import (
+    CaseOutcome,
+    CheckResult,
+    CriterionResult,
+    JudgeCallRecord,
+    Outcome,
+    Transcript,
+)
 
 
 def idempotency_key(trace_id: str, rubric_id: str, rubric_version: str, judge_model: str) -> str:
@@ -132,6 +143,8 @@ class Verdict:
     trace_start: int | None = None
     trace_end: int | None = None
     decided_at: int | None = None
+    # The judge calls behind the criteria (the verdict span's children); not in the record.
+    judge_calls: tuple[JudgeCallRecord, ...] = ()
 
 
 def decided_after(verdict: Verdict, wait_s: float) -> Verdict:
@@ -158,6 +171,7 @@ def make_verdict(
     raw_output: str | None = None,
     rubric_hash: str | None = None,
     judge_model_version: str | None = None,
+    judge_calls: tuple[JudgeCallRecord, ...] = (),
 ) -> Verdict:
     return Verdict(
         id=idempotency_key(transcript.trace_id, rubric_id, rubric_version, judge_model),
@@ -181,6 +195,7 @@ def make_verdict(
         raw_output=raw_output,
         rubric_hash=rubric_hash,
         judge_model_version=judge_model_version,
+        judge_calls=judge_calls,
         trace_start=transcript.start_unix_nano,
         trace_end=transcript.end_unix_nano,
     )

@@ -31,7 +31,7 @@ from sidecar.judge.cache import VerdictCache
 from sidecar.judge.parse import all_error, parse_verdicts
 from sidecar.judge.prompt import JudgeRequest, build_request, data_blocks, neutralise, new_nonce
 from sidecar.judge.screen import Screening, screen, screen_case
-from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.model import CriterionResult, JudgeCallRecord, Outcome, Transcript
 
 INJECTION_SUSPECTED = "injection_suspected"
 
@@ -80,6 +80,8 @@ class JudgeResult:
     model_version: str | None = None
     # The judge reported that the data tried to instruct it (counted as injection_suspected).
     judge_flagged: bool = False
+    # Each attempt at the model (or the cache hit) behind this result, for the judge's spans.
+    calls: tuple[JudgeCallRecord, ...] = ()
 
 
 class Judge(Protocol):

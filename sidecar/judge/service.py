@@ -36,6 +36,12 @@ answer that names another version than the last one for its model is
 reported (:class:`~sidecar.telemetry.ModelVersionServed`), so a dashboard
 can mark when an alias moved.
 
+Spans: every attempt at the model (and every cache hit) is kept on the
+result as a :class:`~sidecar.model.JudgeCallRecord` (wall-clock times from
+``wall_ns``, tokens, served version, failure reason, attempt number), plain
+data the verdict span's emitter turns into the judge's own child spans. The
+backend names its provider (``provider_name``, ``gen_ai.provider.name``).
+
 Telemetry: every call, cache lookup, breaker change and failed case is
 reported as an event of :mod:`sidecar.telemetry`, tagged with the purpose
 the calls are made for (production, canary, shadow).
@@ -54,7 +60,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
@@ -67,7 +73,7 @@ from sidecar.judge.pairwise import PairwiseAnswer, failed, parse_pairwise
 from sidecar.judge.parse import parse_answer
 from sidecar.judge.prompt import JudgeRequest, build_request
 from sidecar.judge.screen import Screening, with_judge_report
-from sidecar.model import CriterionResult, Outcome, Transcript
+from sidecar.model import CriterionResult, JudgeCallRecord, Outcome, Transcript
 from sidecar.retry import Backoff
 from sidecar.telemetry import (
     PRODUCTION,
@@ -95,6 +101,8 @@ ANSWER_TOO_LARGE = "answer_too_large"
 INJECTION_REVIEW = "injection_suspected"
 # An answer that did not say which model version served it.
 UNKNOWN_VERSION = "unknown"
+# gen_ai.provider.name of a backend that does not say which it is.
+UNKNOWN_PROVIDER = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +160,12 @@ class JudgeService:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        wall_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._backend = backend
+        # Wall-clock nanoseconds for the judge's spans (the monotonic clock paces the calls).
+        self._wall_ns = wall_ns
+        self._provider = str(getattr(backend, "provider_name", UNKNOWN_PROVIDER))
         self._settings = settings
         self._telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
         self._purpose = PRODUCTION
@@ -257,6 +269,18 @@ class JudgeService:
         if cache is not None:
             self._report(CacheLookup(self._purpose, hit=cached is not None))
         if cached is not None:
+            now = self._wall_ns()
+            hit = JudgeCallRecord(
+                model,
+                self._provider,
+                now,
+                now,
+                response_model=(
+                    None if cached.model_version == UNKNOWN_VERSION else cached.model_version
+                ),
+                cached=True,
+                purpose=self._purpose,
+            )
             return self._verdicts(
                 rubric,
                 request,
@@ -266,17 +290,21 @@ class JudgeService:
                 cached=True,
                 model_version=cached.model_version,
                 instructed=cached.instructed,
+                calls=(hit,),
             )
 
+        attempts: list[JudgeCallRecord] = []
         try:
-            reply = await self._call(model, request)
+            reply = await self._call(model, request, attempts)
         except JudgeUnavailable as exc:
             self._failure(model, exc.reason)
+            calls = tuple(attempts)
             if exc.reason == REDIRECT:
-                return self._failed(rubric, request, REDIRECT, None)
+                return self._failed(rubric, request, REDIRECT, None, calls)
             if self._settings.on_judge_unavailable is UnavailablePolicy.PAUSE:
                 raise
-            return self._failed(rubric, request, JUDGE_UNAVAILABLE, None)
+            return self._failed(rubric, request, JUDGE_UNAVAILABLE, None, calls)
+        calls = tuple(attempts)
 
         # Precedence: a blocked answer says nothing; a truncated one is incomplete
         # even if it happens to parse; a too large one was not read; only then is
@@ -292,7 +320,9 @@ class JudgeService:
             criteria, failure = parsed.criteria, parsed.failure
         if failure is not None:
             self._failure(model, failure)
-            return self._failed(rubric, request, failure, reply)
+            # The call answered; the answer could not be used: its span says why.
+            calls = (*calls[:-1], replace(calls[-1], error=failure)) if calls else calls
+            return self._failed(rubric, request, failure, reply, calls)
 
         if cache is not None and all(c.outcome is not Outcome.ERROR for c in criteria):
             cache.put(
@@ -308,6 +338,7 @@ class JudgeService:
             reply=reply,
             model_version=_served_by(reply),
             instructed=parsed.instructed,
+            calls=calls,
         )
 
     async def judge_pair(self, model: str, request: JudgeRequest) -> PairwiseAnswer:
@@ -347,6 +378,7 @@ class JudgeService:
         reply: BackendReply | None = None,
         model_version: str,
         instructed: bool = False,
+        calls: tuple[JudgeCallRecord, ...] = (),
     ) -> JudgeResult:
         assert rubric.judge is not None
         model = rubric.judge.model
@@ -374,10 +406,16 @@ class JudgeService:
             nonce=request.nonce,
             model_version=model_version,
             judge_flagged=instructed,
+            calls=calls,
         )
 
     def _failed(
-        self, rubric: Rubric, request: JudgeRequest, reason: str, reply: BackendReply | None
+        self,
+        rubric: Rubric,
+        request: JudgeRequest,
+        reason: str,
+        reply: BackendReply | None,
+        calls: tuple[JudgeCallRecord, ...] = (),
     ) -> JudgeResult:
         return JudgeResult(
             criteria=all_error(rubric, reason),
@@ -390,26 +428,66 @@ class JudgeService:
             output_tokens=reply.output_tokens if reply else 0,
             nonce=request.nonce,
             model_version=_served_by(reply) if reply else None,
+            calls=calls,
         )
 
-    async def _call(self, model: str, request: JudgeRequest) -> BackendReply:
+    def _attempt(
+        self,
+        model: str,
+        attempt: int,
+        start_ns: int | None,
+        error: str | None,
+        reply: BackendReply | None,
+    ) -> JudgeCallRecord:
+        """One attempt, ending now; ``start_ns`` None: refused before any call (no duration)."""
+        end_ns = self._wall_ns()
+        return JudgeCallRecord(
+            model,
+            self._provider,
+            end_ns if start_ns is None else min(start_ns, end_ns),
+            end_ns,
+            attempt=attempt,
+            response_model=reply.model_version if reply is not None else None,
+            input_tokens=reply.input_tokens if reply is not None else None,
+            output_tokens=reply.output_tokens if reply is not None else None,
+            error=error,
+            purpose=self._purpose,
+        )
+
+    async def _call(
+        self, model: str, request: JudgeRequest, attempts: list[JudgeCallRecord] | None = None
+    ) -> BackendReply:
+        """One guarded call, retried; each attempt is appended to ``attempts`` (its span)."""
+        made = attempts if attempts is not None else []
         breaker = self._breaker(model)
         estimate = _estimate_tokens(request, self._settings.max_output_tokens)
         failure: JudgeUnavailable | None = None
         async for _ in self._backoff.attempts(self._sleep, limit=self._settings.max_attempts):
+            number = len(made) + 1
             async with self._slots:
                 # Checked once a slot is free: calls queued behind an outage fail fast.
                 if not breaker.allow(self._clock()):
+                    made.append(self._attempt(model, number, None, BREAKER_OPEN, None))
                     raise JudgeUnavailable(BREAKER_OPEN, f"circuit breaker for {model} is open")
                 while (wait := self._limiter.reserve(estimate, self._clock())) > 0:
                     await self._sleep(wait)
                 started = self._clock()
+                started_ns = self._wall_ns()
                 failure = None
                 try:
                     reply = await self._backend.generate(model, request)
                 except JudgeUnavailable as exc:
                     failure = exc
                 finished = self._clock()
+                made.append(
+                    self._attempt(
+                        model,
+                        number,
+                        started_ns,
+                        failure.reason if failure is not None else None,
+                        reply if failure is None else None,
+                    )
+                )
             seconds = max(0.0, finished - started)
             if failure is None:
                 breaker.record_success()
