@@ -49,6 +49,7 @@ from aiokafka.errors import (
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
+from sidecar.adapters.kafka_security import security_options
 from sidecar.adapters.workers import fair_share
 from sidecar.errors import DeliveryError, Refusal, SourceError
 from sidecar.ports import OutRecord, Position, RebalanceListener, Record
@@ -58,16 +59,6 @@ from sidecar.telemetry import ConsumerLag
 __all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource", "refusal_of", "security_options"]
 
 log = logging.getLogger(__name__)
-
-
-def security_options(settings: KafkaSettings) -> dict[str, object]:
-    """The same security options for every client of the cluster."""
-    options: dict[str, object] = {"security_protocol": settings.security_protocol}
-    if settings.sasl_mechanism:
-        options["sasl_mechanism"] = settings.sasl_mechanism
-        options["sasl_plain_username"] = settings.sasl_username
-        options["sasl_plain_password"] = settings.sasl_password
-    return options
 
 
 def _unreachable(settings: KafkaSettings, exc: KafkaError) -> SourceError:
