@@ -14,8 +14,19 @@ from typing import Any
 import pytest
 import yaml
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+)
 
-from sidecar.adapters.kafka_security import security_options, ssl_context, token_provider
+from sidecar.adapters.kafka_security import (
+    connect_error,
+    security_options,
+    ssl_context,
+    token_provider,
+)
 from sidecar.errors import ConfigError
 from sidecar.settings import KafkaSettings, Settings, load_settings
 
@@ -313,3 +324,56 @@ def test_token_provider_problems_named(spec: str, says: str) -> None:
         token_provider(spec)
     assert "kafka.sasl_oauth_token_provider" in str(caught.value)
     assert says in str(caught.value)
+
+
+def _sasl(**extra: Any) -> KafkaSettings:
+    return KafkaSettings.model_validate(
+        {
+            "bootstrap_servers": "b1:9093",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "svc",
+            "sasl_password": SECRET,
+            **extra,
+        }
+    )
+
+
+def test_only_a_connection_failure_blames_the_network() -> None:
+    bootstrap = KafkaConnectionError("Unable to bootstrap from [('b1', 9093)]")
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    message = str(connect_error(_sasl(), bootstrap, [refused]))
+    assert message.startswith("cannot reach Kafka at b1:9093")
+    assert "kafka.bootstrap_servers" in message
+    assert "kafka.security_protocol" in message  # a plaintext client on a TLS port is dropped
+
+
+def test_authentication_failure_named_over_the_connection_error() -> None:
+    bootstrap = KafkaConnectionError("Unable to bootstrap")
+    failed = SaslAuthenticationFailed("Authentication failed due to invalid credentials")
+    message = str(connect_error(_sasl(), bootstrap, [OSError("reset"), failed]))
+    assert message.startswith("authentication failed at Kafka at b1:9093 as 'svc' with SASL")
+    assert "invalid credentials" in message
+    assert "kafka.sasl_password" in message
+    assert "bootstrap_servers" not in message
+    assert SECRET not in message
+
+
+def test_tls_failures_name_the_tls_settings() -> None:
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    verify.verify_message = "unable to get local issuer certificate"
+    message = str(connect_error(_sasl(), KafkaConnectionError("x"), [verify]))
+    assert message.startswith("TLS failed with Kafka at b1:9093")
+    assert "unable to get local issuer certificate" in message
+    assert "kafka.ssl.ca_file" in message
+    other = str(connect_error(_sasl(), KafkaConnectionError("x"), [ssl.SSLError(1, "bad")]))
+    assert "kafka.ssl.cert_file" in other
+
+
+def test_acl_refusals_name_what_and_who() -> None:
+    topic = str(
+        connect_error(_sasl(), TopicAuthorizationFailedError("t1"), [], {"t1": "kafka.topic"})
+    )
+    assert topic.startswith("not authorised to DESCRIBE topic 't1' (kafka.topic) as User:svc")
+    group = str(connect_error(_sasl(group_id="g"), GroupAuthorizationFailedError("g")))
+    assert group.startswith("not authorised to READ group 'g' (kafka.group_id) as User:svc")

@@ -18,17 +18,40 @@ argument (a class or a factory) that returns one. aiokafka awaits its
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import ssl
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    AuthenticationMethodNotSupported,
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    UnsupportedSaslMechanismError,
+)
 from pydantic import SecretStr
 
-from sidecar.errors import ConfigError
+from sidecar.errors import ConfigError, SourceError
 from sidecar.settings import KafkaSettings, KafkaSslSettings, security_problems
 
-__all__ = ["read_secret", "security_options", "ssl_context", "token_provider"]
+__all__ = [
+    "bootstrap_errors",
+    "connect_error",
+    "not_authorized",
+    "read_secret",
+    "security_options",
+    "ssl_context",
+    "start_client",
+    "token_provider",
+]
 
 
 def read_secret(value: SecretStr | None, path: Path | None, field: str) -> str | None:
@@ -143,3 +166,145 @@ def security_options(settings: KafkaSettings) -> dict[str, object]:
                 settings.sasl_password, settings.sasl_password_file, "kafka.sasl_password_file"
             )
     return options
+
+
+# -- errors that name their cause ------------------------------------------------------------
+
+_AUTH_FAILED = (SaslAuthenticationFailed, AuthenticationFailedError)
+_MECHANISM_REFUSED = (UnsupportedSaslMechanismError, AuthenticationMethodNotSupported)
+
+
+def principal(settings: KafkaSettings) -> str:
+    """Who the brokers see, as ACLs spell it (``User:NAME``), or a description."""
+    if settings.security_protocol.startswith("SASL_") and settings.sasl_username:
+        return f"User:{settings.sasl_username}"
+    if settings.security_protocol.startswith("SASL_"):
+        return "the OAUTHBEARER principal"
+    if settings.ssl.cert_file is not None:
+        return "the client certificate's principal"
+    return "User:ANONYMOUS"
+
+
+def not_authorized(
+    settings: KafkaSettings, operation: str, kind: str, name: str, field: str
+) -> str:
+    """The words for an ACL refusal: what was refused, to whom, and what to grant."""
+    return (
+        f"not authorised to {operation} {kind} {name!r} ({field}) as {principal(settings)}; "
+        f"grant that principal {operation} on the {kind} (an ACL), or change {field}"
+    )
+
+
+def connect_error(
+    settings: KafkaSettings,
+    exc: BaseException,
+    seen: Sequence[BaseException] = (),
+    fields: Mapping[str, str] | None = None,
+) -> SourceError:
+    """A client could not start: say why in the settings' terms (auth, TLS, ACL, network).
+
+    ``seen`` holds the errors aiokafka logged while bootstrapping (it wraps them all in
+    one ``KafkaConnectionError``); the most telling one decides the message. ``fields``
+    maps the client's topics to the settings that name them.
+    """
+    causes = [*seen, exc]
+    where = f"Kafka at {settings.bootstrap_servers}"
+    protocol = settings.security_protocol
+    for cause in causes:
+        if isinstance(cause, _AUTH_FAILED):
+            return SourceError(
+                f"authentication failed at {where} as {settings.sasl_username or '(no user)'!r} "
+                f"with SASL {settings.sasl_mechanism} ({_said(cause)}); check "
+                "kafka.sasl_mechanism, kafka.sasl_username and kafka.sasl_password "
+                "(SIDECAR_KAFKA__SASL_PASSWORD) or kafka.sasl_password_file"
+            )
+    for cause in causes:
+        if isinstance(cause, _MECHANISM_REFUSED):
+            return SourceError(
+                f"the brokers at {where.removeprefix('Kafka at ')} refused SASL mechanism "
+                f"{settings.sasl_mechanism} ({_said(cause)}); check kafka.sasl_mechanism"
+            )
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return SourceError(
+                f"TLS failed with {where}: the broker's certificate was not accepted "
+                f"({getattr(cause, 'verify_message', None) or cause}); check kafka.ssl.ca_file (the CA "
+                "that signed it), kafka.ssl.use_system_ca and kafka.ssl.check_hostname"
+            )
+    for cause in causes:
+        if isinstance(cause, ssl.SSLError):
+            return SourceError(
+                f"TLS handshake with {where} failed ({getattr(cause, 'reason', None) or cause}); check that the "
+                f"listener speaks TLS (kafka.security_protocol {protocol}) and the client "
+                "certificate settings kafka.ssl.cert_file and kafka.ssl.key_file"
+            )
+    for cause in causes:
+        if isinstance(cause, TopicAuthorizationFailedError):
+            topic = str(cause.args[0]) if cause.args else "?"
+            field = (fields or {}).get(topic, "the setting naming it")
+            return SourceError(not_authorized(settings, "DESCRIBE", "topic", topic, field))
+        if isinstance(cause, GroupAuthorizationFailedError):
+            group = str(cause.args[0]) if cause.args else settings.group_id
+            return SourceError(not_authorized(settings, "READ", "group", group, "kafka.group_id"))
+        if isinstance(cause, ClusterAuthorizationFailedError):
+            return SourceError(
+                not_authorized(
+                    settings,
+                    "the needed operation on",
+                    "cluster",
+                    "kafka-cluster",
+                    "the principal's ACLs",
+                )
+            )
+    hint = (
+        " (a TLS listener drops plaintext clients: is kafka.security_protocol right?)"
+        if protocol in ("PLAINTEXT", "SASL_PLAINTEXT")
+        else ""
+    )
+    return SourceError(
+        f"cannot reach {where}: {exc}; check kafka.bootstrap_servers "
+        f"(SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network{hint}"
+    )
+
+
+def _said(exc: BaseException) -> str:
+    text = str(exc)
+    return text.split(": ", 1)[1] if text.startswith("[Error") and ": " in text else text
+
+
+class _Seen(logging.Handler):
+    """Keeps the exceptions that aiokafka logs (as arguments) while a client starts."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        self.errors.extend(a for a in args if isinstance(a, BaseException))
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
+
+
+@contextlib.contextmanager
+def bootstrap_errors() -> Iterator[list[BaseException]]:
+    """The errors aiokafka logs inside the block (for :func:`connect_error`)."""
+    handler = _Seen()
+    logger = logging.getLogger("aiokafka")
+    logger.addHandler(handler)
+    try:
+        yield handler.errors
+    finally:
+        logger.removeHandler(handler)
+
+
+async def start_client(
+    client: Any, settings: KafkaSettings, fields: Mapping[str, str] | None = None
+) -> None:
+    """``await client.start()``, a failure raised as a :class:`SourceError` naming its cause
+    (``fields``: as for :func:`connect_error`)."""
+    with bootstrap_errors() as seen:
+        try:
+            await client.start()
+        except (KafkaError, OSError) as exc:
+            raise connect_error(settings, exc, seen, fields) from exc

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink
+from sidecar.errors import SourceError
 from sidecar.ports import OutRecord, RecordKind
 from sidecar.settings import KafkaSettings
 from tests.integration.cluster import cluster, create_topics, grant
@@ -73,12 +74,72 @@ async def test_settings_alone_connect_and_round_trip_a_record(tmp_path: Path) ->
     assert got == [b"over SASL_SSL"]
 
 
-async def test_settings_with_the_system_store_alone_do_not_trust_the_test_ca(
-    tmp_path: Path,
-) -> None:
-    """The cluster's CA is not in the system store: the TLS handshake must fail."""
+async def test_a_ca_the_broker_was_not_signed_by_is_named_as_tls(tmp_path: Path) -> None:
+    """The cluster's CA is not in the system store: the handshake fails, and says so."""
     settings = settings_for(tmp_path, ssl={"use_system_ca": True})
     sink = KafkaSink(settings)
-    with pytest.raises(Exception):  # noqa: B017, PT011 (the exact error is step 2's subject)
+    with pytest.raises(SourceError) as caught:
         await asyncio.wait_for(sink.start(), 60)
     await sink.stop()
+    message = str(caught.value)
+    assert message.startswith("TLS failed with Kafka at ")
+    assert "kafka.ssl.ca_file" in message
+    assert "bootstrap_servers" not in message
+
+
+async def test_a_wrong_password_says_authentication_failed(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, password="not-the-password")
+    for client in (KafkaSink(settings), KafkaLabelSource(settings, "any")):
+        with pytest.raises(SourceError) as caught:
+            await asyncio.wait_for(client.start(), 60)
+        await client.stop()
+        message = str(caught.value)
+        assert message.startswith("authentication failed at Kafka at "), message
+        assert "with SASL SCRAM-SHA-512" in message
+        for field in ("kafka.sasl_mechanism", "kafka.sasl_username", "kafka.sasl_password"):
+            assert field in message
+        assert "bootstrap_servers" not in message
+        assert "not-the-password" not in message
+
+
+async def test_a_missing_acl_names_the_topic_then_the_group(tmp_path: Path) -> None:
+    prefix = f"sec-{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.labels"
+    await create_topics([topic], partitions=1)
+    admin = settings_for(tmp_path, user="admin")
+    sink = KafkaSink(admin)
+    await sink.start()
+    await sink.send([OutRecord(RecordKind.VERDICT, topic, b"k", b"waited")])
+    await sink.stop()
+    settings = settings_for(tmp_path, group_id=prefix, client_id=prefix)
+    user = cluster().info["users"]["sidecar"]["username"]
+    refused = KafkaLabelSource(settings, topic)
+    with pytest.raises(SourceError) as caught:
+        await refused.start()
+    await refused.stop()
+    assert str(caught.value) == (
+        f"not authorised to DESCRIBE topic {topic!r} (review.labels_topic) as User:{user}; "
+        "grant that principal DESCRIBE on the topic (an ACL), or change review.labels_topic"
+    )
+    await grant("sidecar", "READ", "TOPIC", topic)  # READ implies DESCRIBE
+    refused = KafkaLabelSource(settings, topic)
+    with pytest.raises(SourceError) as caught:
+        await refused.start()
+    await refused.stop()
+    assert str(caught.value) == (
+        f"not authorised to READ group '{prefix}.labels' (kafka.group_id) as User:{user}; "
+        "grant that principal READ on the group (an ACL), or change kafka.group_id"
+    )
+    await grant("sidecar", "READ", "GROUP", prefix, pattern="PREFIXED")
+    reader = KafkaLabelSource(settings, topic)
+    await reader.start()
+    try:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got:
+            assert time.monotonic() < deadline, reader.refused
+            got += await reader.fetch(timeout_ms=500)
+        assert got == [b"waited"]
+        assert reader.refused is None
+    finally:
+        await reader.stop()
