@@ -37,6 +37,7 @@ COMMANDS = (
     "diff",
     "canary",
     "backfill",
+    "topics",
 )
 
 Handler = Callable[[argparse.Namespace], int]
