@@ -38,6 +38,7 @@ COMMANDS = (
     "diff",
     "canary",
     "backfill",
+    "topics",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -39,6 +39,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -77,7 +78,142 @@ class DeliverySettings(_Section):
     max_dead_letter_bytes: Annotated[int, Field(ge=0)] = 900_000
 
 
-class KafkaSettings(_Section):
+class _SecretSection(_Section):
+    # A validation error never shows the input: it may hold a password.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+
+class KafkaSslSettings(_SecretSection):
+    """TLS for the Kafka clients (``security_protocol`` SSL or SASL_SSL).
+
+    The brokers' certificates are checked against ``ca_file`` (PEM), or the
+    system's store when ``use_system_ca`` is true (managed clusters with public
+    certificates); ``check_hostname`` stays on unless turned off. ``cert_file``
+    and ``key_file`` (PEM) are the client's own certificate for mutual TLS; an
+    encrypted key's password is ``key_password`` or ``key_password_file``.
+    """
+
+    ca_file: Path | None = None
+    use_system_ca: bool = False
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password: SecretStr | None = None
+    key_password_file: Path | None = None
+    check_hostname: bool = True
+
+    def in_use(self) -> list[str]:
+        """The fields set away from their defaults (``kafka.ssl.NAME``)."""
+        return [
+            f"kafka.ssl.{name}"
+            for name in ("ca_file", "cert_file", "key_file", "key_password", "key_password_file")
+            if getattr(self, name) is not None
+        ] + (["kafka.ssl.use_system_ca"] if self.use_system_ca else [])
+
+
+def _unreadable(path: Path | None, field: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        return f"{field}: cannot read {str(path)!r} ({exc.strerror or type(exc).__name__})"
+    return None
+
+
+def security_problems(kafka: KafkaSettings) -> list[str]:
+    """Every bad combination of the security settings, each naming its fields (no values)."""
+    problems: list[str] = []
+    protocol = kafka.security_protocol
+    tls, sasl = protocol in ("SSL", "SASL_SSL"), protocol.startswith("SASL_")
+    ssl = kafka.ssl
+    if tls and ssl.ca_file is None and not ssl.use_system_ca:
+        problems.append(
+            f"kafka.security_protocol {protocol} needs kafka.ssl.ca_file (the CA that signed the "
+            "brokers' certificates) or kafka.ssl.use_system_ca: true"
+        )
+    if not tls and (fields := ssl.in_use()):
+        problems.append(
+            f"{', '.join(fields)} set but kafka.security_protocol is {protocol}; "
+            "use SSL or SASL_SSL, or remove them"
+        )
+    if ssl.key_file is not None and ssl.cert_file is None:
+        problems.append("kafka.ssl.key_file needs kafka.ssl.cert_file (the client certificate)")
+    if ssl.key_password is not None and ssl.key_password_file is not None:
+        problems.append("kafka.ssl.key_password and kafka.ssl.key_password_file: set only one")
+    if sasl and kafka.sasl_mechanism is None:
+        problems.append(
+            f"kafka.security_protocol {protocol} needs kafka.sasl_mechanism "
+            "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
+        )
+    sasl_fields = [
+        f"kafka.{name}"
+        for name in (
+            "sasl_mechanism",
+            "sasl_username",
+            "sasl_password",
+            "sasl_password_file",
+            "sasl_oauth_token_provider",
+        )
+        if getattr(kafka, name) is not None
+    ]
+    if not sasl and sasl_fields:
+        problems.append(
+            f"{', '.join(sasl_fields)} set but kafka.security_protocol is {protocol}; "
+            "use SASL_SSL or SASL_PLAINTEXT, or remove them"
+        )
+    if kafka.sasl_password is not None and kafka.sasl_password_file is not None:
+        problems.append("kafka.sasl_password and kafka.sasl_password_file: set only one")
+    mechanism = kafka.sasl_mechanism
+    if sasl and mechanism == "OAUTHBEARER":
+        spec = kafka.sasl_oauth_token_provider
+        if spec is None:
+            problems.append(
+                "kafka.sasl_mechanism OAUTHBEARER needs kafka.sasl_oauth_token_provider "
+                "('module:attr' of a token provider factory)"
+            )
+        elif spec.count(":") != 1 or not all(part.strip() for part in spec.split(":")):
+            problems.append(
+                "kafka.sasl_oauth_token_provider: expected 'module:attr' "
+                "(e.g. 'mycompany.kafka_auth:provider')"
+            )
+    elif sasl and mechanism is not None:
+        if not kafka.sasl_username:
+            problems.append(f"kafka.sasl_mechanism {mechanism} needs kafka.sasl_username")
+        if kafka.sasl_password is None and kafka.sasl_password_file is None:
+            problems.append(
+                f"kafka.sasl_mechanism {mechanism} needs kafka.sasl_password "
+                "(SIDECAR_KAFKA__SASL_PASSWORD) or kafka.sasl_password_file"
+            )
+        if kafka.sasl_oauth_token_provider is not None:
+            problems.append(
+                "kafka.sasl_oauth_token_provider is only for kafka.sasl_mechanism OAUTHBEARER"
+            )
+    for path, field in (
+        (ssl.ca_file, "kafka.ssl.ca_file"),
+        (ssl.cert_file, "kafka.ssl.cert_file"),
+        (ssl.key_file, "kafka.ssl.key_file"),
+        (ssl.key_password_file, "kafka.ssl.key_password_file"),
+        (kafka.sasl_password_file, "kafka.sasl_password_file"),
+    ):
+        if (problem := _unreadable(path, field)) is not None:
+            problems.append(problem)
+    return problems
+
+
+class KafkaSettings(_SecretSection):
+    """Where the brokers are, the topics, and how every client connects (security).
+
+    ``security_protocol`` with ``ssl`` (TLS: ``ca_file`` or ``use_system_ca``,
+    optional client certificate) and the SASL fields (``sasl_mechanism``,
+    ``sasl_username``, ``sasl_password`` or ``sasl_password_file``, or
+    ``sasl_oauth_token_provider`` for OAUTHBEARER) apply to every client: the
+    consumers, the producer, the admin client, backfill and every worker.
+    Secrets are :class:`~pydantic.SecretStr` (never shown); ``*_file`` fields
+    name a file holding the secret (a mounted Kubernetes secret), read when a
+    client connects. :func:`security_problems` lists bad combinations.
+    """
+
     bootstrap_servers: str = "localhost:9092"
     topic: str = "otlp_spans"
     # The second input (GenAI content as events); co-partitioned with `topic`. "" or null: off.
@@ -89,9 +225,13 @@ class KafkaSettings(_Section):
     verdict_topic: str = "eval_verdicts"  # empty string disables verdict records
     backfill_verdict_topic: str = "eval_verdicts_backfill"  # sidecar backfill writes here
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: str | None = None
+    ssl: KafkaSslSettings = Field(default_factory=lambda: KafkaSslSettings())
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
     sasl_username: str | None = None
-    sasl_password: str | None = None
+    sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = None
+    # OAUTHBEARER: "module:attr", a callable returning an aiokafka AbstractTokenProvider.
+    sasl_oauth_token_provider: str | None = None
     max_poll_records: Annotated[int, Field(ge=1)] = 500
     fetch_timeout_ms: Annotated[int, Field(ge=10)] = 200
     commit_interval_s: Annotated[float, Field(gt=0)] = 2.0
@@ -101,6 +241,13 @@ class KafkaSettings(_Section):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     # With --workers: how long a member waits (reading nothing) for its fair share of partitions.
     fair_share_wait_s: Annotated[float, Field(ge=0)] = 10.0
+
+    @model_validator(mode="after")
+    def _security_fits(self) -> KafkaSettings:
+        problems = security_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class AssemblerSettings(_Section):
@@ -212,6 +359,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         nested_model_default_partial_update=True,
+        hide_input_in_errors=True,  # an input may be a password
     )
 
     rubrics_dir: Path = Path("rubrics")

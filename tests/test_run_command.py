@@ -118,6 +118,25 @@ def test_a_normal_start_and_stop_is_a_few_lines_of_sidecar(tmp_path: Path) -> No
             }
         )
     )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sidecar",
+            "topics",
+            "create",
+            "--config",
+            str(config),
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "1",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     proc = sidecar_run(config, "--log-format", "json")
     assert proc.stderr is not None
     lines: list[dict[str, str]] = []

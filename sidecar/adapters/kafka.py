@@ -37,6 +37,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import (
     ClusterAuthorizationFailedError,
     CorruptRecordException,
+    GroupAuthorizationFailedError,
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
@@ -49,6 +50,7 @@ from aiokafka.errors import (
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata
 
+from sidecar.adapters.kafka_security import not_authorized, security_options, start_client
 from sidecar.adapters.workers import fair_share
 from sidecar.errors import DeliveryError, Refusal, SourceError
 from sidecar.ports import OutRecord, Position, RebalanceListener, Record
@@ -58,23 +60,6 @@ from sidecar.telemetry import ConsumerLag
 __all__ = ["KafkaLabelSource", "KafkaSink", "KafkaSource", "refusal_of", "security_options"]
 
 log = logging.getLogger(__name__)
-
-
-def security_options(settings: KafkaSettings) -> dict[str, object]:
-    """The same security options for every client of the cluster."""
-    options: dict[str, object] = {"security_protocol": settings.security_protocol}
-    if settings.sasl_mechanism:
-        options["sasl_mechanism"] = settings.sasl_mechanism
-        options["sasl_plain_username"] = settings.sasl_username
-        options["sasl_plain_password"] = settings.sasl_password
-    return options
-
-
-def _unreachable(settings: KafkaSettings, exc: KafkaError) -> SourceError:
-    return SourceError(
-        f"cannot reach Kafka at {settings.bootstrap_servers}: {exc}; "
-        "check kafka.bootstrap_servers (SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network"
-    )
 
 
 async def _stop(client: AIOKafkaConsumer | AIOKafkaProducer) -> None:
@@ -162,6 +147,9 @@ class KafkaSource:
             **security_options(settings),
         )
         self._paused = False
+        # Why the brokers refuse to let this consumer read (an ACL), until they no longer do.
+        self.refused: str | None = None
+        self._warned: tuple[str, float] | None = None
         # The next offset to read per partition of the first topic, from what was fetched.
         self._positions: dict[int, int] = {}
 
@@ -170,10 +158,7 @@ class KafkaSource:
         return [self._settings.topic, *([self._logs_topic] if self._logs_topic else [])]
 
     async def start(self, listener: RebalanceListener) -> None:
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            raise _unreachable(self._settings, exc) from exc
+        await start_client(self._consumer, self._settings)
         if self._logs_topic:
             await self._check_copartitioned()
         self._consumer.subscribe(self.topics, listener=_Listener(self, listener))
@@ -214,9 +199,20 @@ class KafkaSource:
         await _stop(self._consumer)
 
     async def fetch(self) -> list[Record]:
-        batches = await self._consumer.getmany(
-            timeout_ms=self._settings.fetch_timeout_ms, max_records=self._settings.max_poll_records
-        )
+        try:
+            batches = await self._consumer.getmany(
+                timeout_ms=self._settings.fetch_timeout_ms,
+                max_records=self._settings.max_poll_records,
+            )
+        except (GroupAuthorizationFailedError, TopicAuthorizationFailedError) as exc:
+            # Nothing is read until an operator grants the ACL; then reading resumes.
+            self.refused = _read_refusal(
+                self._settings, exc, self._settings.group_id, "kafka.topic"
+            )
+            _warn_refused(self, self.refused)
+            await asyncio.sleep(self._settings.fetch_timeout_ms / 1000)
+            return []
+        self.refused = None
         records: list[Record] = []
         first = self._settings.topic
         for tp, messages in batches.items():
@@ -296,6 +292,25 @@ class KafkaSource:
             self._paused = False
 
 
+def _read_refusal(settings: KafkaSettings, exc: KafkaError, group: str, topic_field: str) -> str:
+    if isinstance(exc, GroupAuthorizationFailedError):
+        return not_authorized(settings, "READ", "group", group, "kafka.group_id")
+    topic = str(exc.args[0]) if exc.args else "?"
+    return not_authorized(settings, "READ", "topic", topic, topic_field)
+
+
+# A refusal that lasts is logged again after this many seconds.
+_REFUSAL_LOG_INTERVAL_S = 30.0
+
+
+def _warn_refused(holder: KafkaSource | KafkaLabelSource, why: str) -> None:
+    now = asyncio.get_running_loop().time()
+    last = holder._warned
+    if last is None or last[0] != why or now - last[1] >= _REFUSAL_LOG_INTERVAL_S:
+        log.warning("reading waits: %s", why)
+        holder._warned = (why, now)
+
+
 class KafkaSink:
     """Producer of :class:`~sidecar.ports.OutRecord` s; a send returns once acknowledged (acks=all).
 
@@ -328,10 +343,7 @@ class KafkaSink:
         self._partitioner = DefaultPartitioner()
 
     async def start(self) -> None:
-        try:
-            await self._producer.start()
-        except KafkaError as exc:
-            raise _unreachable(self._settings, exc) from exc
+        await start_client(self._producer, self._settings)
 
     async def stop(self) -> None:
         await _stop(self._producer)
@@ -463,6 +475,7 @@ class KafkaLabelSource:
 
     def __init__(self, settings: KafkaSettings, topic: str) -> None:
         self._settings = settings
+        self._topic = topic
         self._consumer = AIOKafkaConsumer(
             topic,
             bootstrap_servers=settings.bootstrap_servers,
@@ -472,18 +485,26 @@ class KafkaLabelSource:
             auto_offset_reset="earliest",
             **security_options(settings),
         )
+        self.refused: str | None = None
+        self._warned: tuple[str, float] | None = None
 
     async def start(self) -> None:
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            raise _unreachable(self._settings, exc) from exc
+        await start_client(self._consumer, self._settings, {self._topic: "review.labels_topic"})
 
     async def stop(self) -> None:
         await _stop(self._consumer)
 
     async def fetch(self, timeout_ms: int = 500) -> list[bytes]:
-        batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)
+        try:
+            batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)
+        except (GroupAuthorizationFailedError, TopicAuthorizationFailedError) as exc:
+            self.refused = _read_refusal(
+                self._settings, exc, f"{self._settings.group_id}.labels", "review.labels_topic"
+            )
+            _warn_refused(self, self.refused)
+            await asyncio.sleep(timeout_ms / 1000)
+            return []
+        self.refused = None
         return [m.value for messages in batches.values() for m in messages if m.value is not None]
 
     async def commit(self) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from sidecar.adapters.kafka import security_options
+from sidecar.adapters.kafka_security import connect_error, security_options, start_client
 from sidecar.errors import SourceError
 from sidecar.ports import Record
 from sidecar.settings import KafkaSettings
@@ -46,14 +46,11 @@ class KafkaHistory:
         self._finished: set[int] = set()
 
     async def start(self) -> None:
+        await start_client(self._consumer, self._settings)
         try:
-            await self._consumer.start()
             topics = await self._consumer.topics()
         except KafkaError as exc:
-            raise SourceError(
-                f"cannot reach Kafka at {self._settings.bootstrap_servers}: {exc}; "
-                "check kafka.bootstrap_servers (SIDECAR_KAFKA__BOOTSTRAP_SERVERS) and the network"
-            ) from exc
+            raise connect_error(self._settings, exc) from exc
         if self._topic not in topics:
             await self._consumer.stop()
             raise SourceError(f"the spans topic {self._topic!r} does not exist (kafka.topic)")

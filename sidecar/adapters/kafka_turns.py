@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from sidecar.adapters.kafka import KafkaSource, security_options
+from sidecar.adapters.kafka import KafkaSource
+from sidecar.adapters.kafka_security import security_options, start_client
 from sidecar.errors import SourceError
 from sidecar.model import RecordRef
 from sidecar.ports import StateEntry
@@ -85,12 +86,7 @@ class KafkaConversationState:
         self._state_partitions: set[int] = set()
 
     async def start(self) -> None:
-        try:
-            await self._consumer.start()
-        except KafkaError as exc:
-            raise SourceError(
-                f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc}"
-            ) from exc
+        await start_client(self._consumer, self._kafka)
         if self._state_topic is not None:
             await self._check_partitions()
 

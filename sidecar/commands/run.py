@@ -15,6 +15,8 @@ from typing import Any
 from sidecar import logs
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaLabelSource, KafkaSink, KafkaSource
+from sidecar.adapters.kafka_admin import admin, describe
+from sidecar.adapters.kafka_security import security_options
 from sidecar.adapters.kafka_turns import KafkaConversationState, turn_source
 from sidecar.adapters.otel import verdict_spans
 from sidecar.adapters.prometheus import Metrics, record_rubrics
@@ -31,10 +33,11 @@ from sidecar.commands._wiring import JudgeState, build_judge
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
-from sidecar.errors import UsageError
+from sidecar.errors import ConfigError, SidecarError, UsageError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import ConsumerLag
+from sidecar.topics import missing_message, plan, problems
 
 
 def register(sub: Any) -> None:
@@ -65,7 +68,10 @@ def handle(args: argparse.Namespace) -> int:
             if (fingerprint := check_fingerprint(rubric)).warning:
                 logging.getLogger("sidecar").warning("%s", fingerprint.message)
     if workers > 1:
-        # Settings and rubrics are valid (checked above): start the workers.
+        # Settings and rubrics are valid (checked above), and so are the topics: start the workers.
+        if index is None and not asyncio.run(_startup_check(settings, args.config)):
+            logging.getLogger("sidecar").info("stopped during start-up")
+            return 0
         supervisor = Supervisor(settings, worker_command(args.config, level, log_format), workers)
         logging.getLogger("sidecar").info(
             "starting %d workers, metrics on :%d", workers, settings.metrics.port
@@ -107,10 +113,48 @@ def handle(args: argparse.Namespace) -> int:
     exemplar_dir = Path(multiproc) if multiproc else None
     bridge = StatsBridge(metrics, exemplar_dir=exemplar_dir) if index is not None else None
     started = time.monotonic()
-    asyncio.run(_run(service, server, canaries, bridge, orphan_watch=index is not None))
+    # A worker's supervisor checked the topics already.
+    check = (settings, args.config) if index is None else None
+    asyncio.run(
+        _run(service, server, canaries, bridge, orphan_watch=index is not None, check=check)
+    )
     spans.shutdown()
     logging.getLogger("sidecar").info("stopped cleanly after %.0fs", time.monotonic() - started)
     return 0
+
+
+async def _topics_ready(settings: Settings, config: Path | None) -> None:
+    """Every topic in use exists and co-partitioned ones agree, else one ConfigError line."""
+    specs = plan(settings)
+    security_options(settings.kafka)  # a token provider or certificate that cannot load: now
+    async with admin(settings.kafka) as client:
+        found = await describe(client, settings.kafka, [s.name for s in specs])
+    if any(state.error == "missing" for state in found.values()):
+        raise ConfigError(missing_message(specs, found, str(config or "FILE")))
+    log = logging.getLogger("sidecar")
+    for problem in problems(specs, found):
+        if problem.startswith("co-partitioned"):
+            raise ConfigError(f"{problem} (`sidecar topics check --config {config or 'FILE'}`)")
+        # Not authorised to describe: the clients say more once they use the topic.
+        log.warning("%s", problem)
+
+
+async def _startup_check(
+    settings: Settings, config: Path | None, stop: asyncio.Event | None = None
+) -> bool:
+    """Run the topic check; False when SIGTERM or SIGINT came first (nothing started)."""
+    stop = stop or _stop_on_signals()
+    check = asyncio.create_task(_topics_ready(settings, config))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({check, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if check.done():
+        check.result()
+        return True
+    check.cancel()
+    with contextlib.suppress(asyncio.CancelledError, SidecarError):
+        await check
+    return False
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -189,15 +233,39 @@ async def _run(
     bridge: StatsBridge | None = None,
     *,
     orphan_watch: bool = False,
+    check: tuple[Settings, Path | None] | None = None,
 ) -> None:
     stop = _stop_on_signals()
     await server.start()
+    try:
+        checked = check is None or await _startup_check(*check, stop)
+    except BaseException:
+        await server.stop()
+        raise
+    if not checked:
+        logging.getLogger("sidecar").info("stopped during start-up")
+        await server.stop()
+        return
     bridging = asyncio.create_task(bridge.run(stop)) if bridge is not None else None
     watch = asyncio.create_task(_watch_parent(os.getppid(), stop)) if orphan_watch else None
     # A plain task, not a TaskGroup: the service's own errors must reach the CLI unwrapped.
     canary_task = asyncio.create_task(canaries.run(stop)) if canaries is not None else None
+    running = asyncio.create_task(service.run(stop))
     try:
-        await service.run(stop)
+        # Until the service is ready, a signal cancels its start (which may wait on Kafka).
+        while not running.done():
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if stop.is_set() and not running.done() and not service.started:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+                break
+            if stop.is_set():
+                await running
+        if not running.cancelled():
+            running.result()
     finally:
         stop.set()  # the service ended (or failed): the canaries end with it
         if canary_task is not None:

@@ -253,6 +253,11 @@ class Service:
             found.append(self.conversation_buffer.stats())
         return found
 
+    @property
+    def started(self) -> bool:
+        """Every client started (and not yet closed)."""
+        return self._ready
+
     def readiness(self) -> tuple[bool, str]:
         if not self._ready:
             return False, "not ready: connecting to Kafka"
@@ -320,8 +325,8 @@ class Service:
                     self.conversation_buffer.state = state
                 await self.conversations.start(turns)
                 started.append(turns)
-        except SourceError:
-            # Every client made, started or not: an unstarted one still holds resources.
+        except (SourceError, asyncio.CancelledError):
+            # Every client made, started or not (also when a signal cancelled the start): an unstarted one still holds resources.
             for client in (labels, turns, state, source, self._sink):
                 if client is not None:
                     with contextlib.suppress(SourceError):

@@ -270,6 +270,29 @@ class SidecarProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> SidecarProcess:
+        # As a user would: the topics first (the service refuses to start without them).
+        made = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sidecar",
+                "topics",
+                "create",
+                "--config",
+                str(self.config_path),
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=REPO,
+            timeout=60,
+        )
+        if made.returncode != 0:
+            raise RuntimeError(f"sidecar topics create failed:\n{made.stdout}{made.stderr}")
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sidecar", "run", "--config", str(self.config_path)],
