@@ -24,19 +24,15 @@ README = ROOT / "README.md"
 
 
 def rows() -> dict[str, str]:
-    """First cell of each commands-table row, keyed by its words up to the first option."""
+    """First cell of each commands-table row, keyed by its command (``topics plan`` when nested)."""
     found: dict[str, str] = {}
     for line in README.read_text(encoding="utf-8").splitlines():
         match = re.match(r"^\| `(sidecar [^`]*)` \|", line)
         if match:
             cell = match.group(1)
-            words = [w for w in cell.split()[1:] if re.fullmatch(r"[a-z]+", w)]
-            head: list[str] = []
-            for word in words:
-                if head and head[0] != "rubrics":
-                    break
-                head.append(word)
-            found[" ".join(head[:2] if head and head[0] == "rubrics" else head[:1])] = cell
+            words = cell.split()[1:3]
+            nested = " ".join(words)
+            found[nested if nested in PARSERS else words[0]] = cell
     return found
 
 
