@@ -110,8 +110,16 @@ def load(text: str, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -
 
 def describe(exc: yaml.YAMLError) -> str:
     """One line for a YAML syntax error: where it is and what is wrong (never a code excerpt)."""
+
+    def at(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return f"{where}{problem}" + (f" ({context})" if context else "")
+    context_mark = getattr(exc, "context_mark", None)
+    text = f"{at(mark)}: {problem}" if mark is not None else problem
+    if context:
+        started = f" started at {at(context_mark)}" if context_mark is not None else ""
+        text += f" ({context}{started})"
+    return text

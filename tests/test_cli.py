@@ -324,6 +324,8 @@ def test_run_with_invalid_yaml_says_where(
     path.write_text("kafka: [not, a, mapping\n", encoding="utf-8")
     code, out, err = run_cli(capsys, "run", "--config", path)
     assert (code, out) == (2, "")
-    # PyYAML's own message follows on the next lines, with line and column.
-    assert err.splitlines()[0] == f"sidecar: {path}: not valid YAML: while parsing a flow sequence"
-    assert "line 1, column 8" in err
+    # One line, with where the problem is and where the unclosed part started.
+    assert err.splitlines() == [
+        f"sidecar: {path}: not valid YAML: line 2, column 1: expected ',' or ']', but got "
+        "'<stream end>' (while parsing a flow sequence started at line 1, column 8)"
+    ]
