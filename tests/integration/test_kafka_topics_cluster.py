@@ -6,6 +6,8 @@ Every topic name carries a fresh prefix, so runs and other tests never share top
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
 import signal
 import socket
@@ -18,9 +20,11 @@ from typing import Any
 
 import pytest
 import yaml
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from sidecar.cli import main
+from sidecar.logs import configure
 from tests.integration.cluster import admin_client, cluster, create_topics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,3 +175,37 @@ def test_sigterm_during_start_up_stops_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "stopped during start-up" in err
     assert "Traceback" not in err
+
+
+async def test_a_flood_of_aiokafka_errors_is_one_line_per_window() -> None:
+    """A consumer of a topic that does not exist (auto-create off): aiokafka logs it each
+    metadata refresh, many times a second; sidecar's log writes it once, then a count."""
+    topic = f"tp-{uuid.uuid4().hex[:8]}.absent"
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    out = io.StringIO()
+    configure("info", stream=out, repeat_window_s=2.0, force=True)
+    consumer = AIOKafkaConsumer(metadata_max_age_ms=100, **cluster().client_kwargs("admin"))
+    raw: list[logging.LogRecord] = []
+    counter = logging.Handler()
+    counter.emit = raw.append  # type: ignore[method-assign]
+    logging.getLogger("aiokafka").addHandler(counter)
+    try:
+        await consumer.start()
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            await consumer.getmany(timeout_ms=200)
+    finally:
+        await consumer.stop()
+        logging.getLogger("aiokafka").removeHandler(counter)
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+    flood = [r for r in raw if r.levelno >= logging.WARNING and topic in r.getMessage()]
+    written = [line for line in out.getvalue().splitlines() if topic in line]
+    assert len(flood) >= 10, f"aiokafka logged only {len(flood)} lines: nothing to hold back"
+    assert 1 <= len(written) <= 4, written  # 5 s at one line per 2 s window
+    assert any("more like this in the last 2s" in line for line in written[1:]), written
