@@ -188,7 +188,7 @@ async def test_a_flood_of_aiokafka_errors_is_one_line_per_window() -> None:
     consumer = AIOKafkaConsumer(metadata_max_age_ms=100, **cluster().client_kwargs("admin"))
     raw: list[logging.LogRecord] = []
     counter = logging.Handler()
-    counter.emit = raw.append  # type: ignore[method-assign]
+    counter.emit = raw.append  # type: ignore[method-assign,assignment]
     logging.getLogger("aiokafka").addHandler(counter)
     try:
         await consumer.start()
