@@ -1,4 +1,4 @@
-"""The Kafka admin client: describe and create the topics of :mod:`sidecar.topics`.
+"""The Kafka admin client: describe and create the topics of :mod:`sidecar.topic_plan`.
 
 Topics are described with a metadata request that never creates them (a broker with
 ``auto.create.topics.enable`` would otherwise make each one it is asked about).
@@ -20,7 +20,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from sidecar.adapters.kafka_security import connect_error, security_options, start_client
 from sidecar.errors import SourceError
 from sidecar.settings import KafkaSettings
-from sidecar.topics import DEFAULT_REPLICATION, TopicSpec, TopicState
+from sidecar.topic_plan import DEFAULT_REPLICATION, TopicSpec, TopicState
 
 __all__ = ["Created", "admin", "broker_count", "create", "describe"]
 

@@ -37,7 +37,7 @@ from sidecar.errors import ConfigError, SidecarError, UsageError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import ConsumerLag
-from sidecar.topics import missing_message, plan, problems
+from sidecar.topic_plan import missing_message, plan, problems
 
 
 def register(sub: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from sidecar.adapters.kafka_admin import admin, create, describe
 from sidecar.errors import UsageError
 from sidecar.settings import Settings, load_settings
-from sidecar.topics import DEFAULT_PARTITIONS, DEFAULT_REPLICATION, TopicSpec, plan, problems
+from sidecar.topic_plan import DEFAULT_PARTITIONS, DEFAULT_REPLICATION, TopicSpec, plan, problems
 
 
 def register(sub: Any) -> None:

@@ -244,6 +244,8 @@ class SidecarProcess:
                 "group_id": group,
                 "dead_letter_topic": f"{topic}.dlq",
                 "verdict_topic": f"{topic}.verdicts",
+                # Its own logs topic, made by `sidecar topics create` with the spans' count.
+                "logs_topic": f"{topic}.logs",
                 "commit_interval_s": 0.5,
                 "session_timeout_ms": 6000,
                 "heartbeat_interval_ms": 1000,
