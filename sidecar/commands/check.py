@@ -1,7 +1,8 @@
 """``sidecar check --config FILE [--rubrics DIR]``: what ``run`` would do, without connecting.
 
-Validates the settings (file, secrets directory, environment), the rubrics,
-their canary sets and the judge's credentials, and prints what the service
+Validates the settings (file, secrets directory, environment), the Kafka
+TLS material, secret files and token hook, the rubrics, their canary sets and
+the judge's credentials, and prints what the service
 would do with them: which rubrics, the judge on or off and why, what is
 SKIPPED, and every topic it reads or writes. Nothing is contacted: no Kafka,
 no judge, no trace backend. Exit 0 when ``run`` would start with these
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sidecar.adapters.kafka_security import security_options
 from sidecar.commands._wiring import JudgeState, judge_configured, judge_credentials_hint
 from sidecar.drift.canary_schedule import load_sets
 from sidecar.drift.fingerprint import check_fingerprint
@@ -39,6 +41,7 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    security_options(settings.kafka)  # loads the TLS material, secret files and token hook
     directory = args.rubrics or settings.rubrics_dir
     if not directory.is_dir():
         raise ConfigError(

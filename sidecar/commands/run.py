@@ -57,6 +57,8 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    # TLS material, secret files and a token-provider hook that cannot load: one line, now.
+    security_options(settings.kafka)
     level, log_format = logs.configure_from(args, settings.log.level, settings.log.format)
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
@@ -126,7 +128,6 @@ def handle(args: argparse.Namespace) -> int:
 async def _topics_ready(settings: Settings, config: Path | None) -> None:
     """Every topic in use exists and co-partitioned ones agree, else one ConfigError line."""
     specs = plan(settings)
-    security_options(settings.kafka)  # a token provider or certificate that cannot load: now
     async with admin(settings.kafka) as client:
         found = await describe(client, settings.kafka, [s.name for s in specs])
     if any(state.error == "missing" for state in found.values()):
