@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from sidecar import __version__
 from sidecar.errors import SidecarError, UsageError
+from sidecar.logs import shown
 
 # Order is the order of `sidecar --help`.
 COMMANDS = (
@@ -75,7 +76,9 @@ def exit_code(exc: SidecarError) -> int:
 def report(exc: SidecarError, args: argparse.Namespace) -> int:
     """Print the one line for ``exc`` and return its exit code."""
     prefix: str = getattr(args, "error_prefix", "sidecar")
-    print(f"{prefix}: {exc}", file=sys.stderr)
+    # Messages may quote what a file held: control characters shown, line breaks kept.
+    text = "\n".join(shown(line) for line in str(exc).split("\n"))
+    print(f"{prefix}: {text}", file=sys.stderr)
     return exit_code(exc)
 
 

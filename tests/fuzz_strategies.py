@@ -143,3 +143,52 @@ def messages_text(contents: list[Any]) -> str:
 
 
 message_texts = st.lists(embeddable, max_size=4).map(messages_text)
+
+
+# -- round two: names, labels, long conversations, ids --------------------------------------
+
+# What a name that reaches a log line or a terminal may hold: rich markup, ANSI escapes,
+# line breaks that would forge a log line, bidi overrides, lone surrogates.
+NAME_PIECES = [
+    "[/]",
+    "[bold]",
+    "[/bold]",
+    "[link=http://x]",
+    "[red on white]",
+    "\\[",
+    "\x1b[2J",
+    "\x1b[H",
+    "\x1b]0;title\x07",
+    "\r",
+    "\n",
+    "\nINFO sidecar: all good\n",
+    "\u202e",
+    "\u2028",
+    "\x00",
+    "\x7f",
+    "\x9b",
+    "\ud800",
+    "agent",
+    "v1.0",
+    " ",
+]
+hostile_names = st.lists(st.sampled_from(NAME_PIECES) | st.text(max_size=5), max_size=8).map(
+    "".join
+)
+
+# A trace or span id as producers and people spell it: any letter case, sometimes padded.
+hex_ids = st.builds(
+    lambda digits, upper, pad: (
+        (" " if pad else "")
+        + "".join(c.upper() if u else c for c, u in zip(digits, upper, strict=False))
+        + (" " if pad else "")
+    ),
+    st.text(alphabet="0123456789abcdef", min_size=32, max_size=32),
+    st.lists(st.booleans(), min_size=32, max_size=32),
+    st.booleans(),
+)
+
+# Label values from untrusted sources: many distinct, some of them huge.
+label_values = st.text(max_size=20) | st.builds(
+    lambda n, c: c * n, st.integers(1000, 200_000), st.sampled_from("ax")
+)

@@ -80,15 +80,26 @@ def test_grounding_work_grows_linearly_with_the_turns(
     monkeypatch: pytest.MonkeyPatch, answer: Callable[[int], str] | None
 ) -> None:
     calls = folds(monkeypatch)
-    counts = []
+    ordered = [0]  # numbers put in order, for the ranges of abbreviated amounts
+
+    def counted_sorted(values: list[Any]) -> list[Any]:
+        ordered[0] += len(values)
+        return sorted(values)
+
+    monkeypatch.setattr(grounding, "sorted", counted_sorted, raising=False)
+    counts, sorts = [], []
     for turns in (1000, 2000):
-        calls[0] = 0
+        calls[0] = ordered[0] = 0
         [result] = evaluate.conversation_checks(RUBRIC, conversation(turns, answer=answer))
         assert result.outcome in (Outcome.PASS, Outcome.FAIL, Outcome.ERROR)
         counts.append(calls[0])
+        sorts.append(ordered[0])
     # Linear: twice the turns, about twice the reads (quadratic would be four times).
     assert counts[1] <= 2.2 * counts[0], counts
     assert counts[1] < 10 * 2000  # a few reads per turn, never one per earlier text
+    # The numbers are kept in order as they come (n log n), never sorted again per turn.
+    assert sorts[1] <= 2.5 * max(sorts[0], 1), sorts
+    assert sorts[1] < 100 * 2000, sorts
 
 
 def _old_turn_evidence(turns: tuple[Transcript, ...], k: int) -> Transcript:

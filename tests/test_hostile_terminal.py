@@ -125,3 +125,15 @@ def test_canary_report_prints_hostile_names_literally(name: str, escaped: str) -
     assert "\r" not in out
     assert f"canary: rubric {escaped} v{escaped}" in out
     assert f"gated criterion '{escaped}'" in out or f"gated criterion {escaped!r}" in out
+
+
+def test_an_error_line_quoting_a_hostile_value_shows_it_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "base\x1b[2J\rINFO sidecar: all good.jsonl"
+    cand = _write(tmp_path / "c.jsonl", [_verdict("t1", "r", "PASS", "v1")])
+    assert main(["diff", "--baseline", str(missing), "--candidate", str(cand)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert "\r" not in err
+    assert "base\\x1b[2J\\rINFO sidecar: all good.jsonl" in err

@@ -12,7 +12,7 @@ Labels come back as :class:`~sidecar.wire.labels.HumanLabel` records
 (``{"trace_id", "criterion", "rater", "label": PASS|FAIL}``, read by
 :func:`sidecar.wire.labels.parse_label` under the one label rule). Each is paired
 with the judge's verdict on that case and criterion (trace ids compared in
-lower case), remembered in a bounded LRU of reviewed cases, or, when the label
+their normal form, lower-case hex), remembered in a bounded LRU of reviewed cases, or, when the label
 echoes them, from ``rubric_id``, ``rubric_version``, ``judge_model`` and
 ``judge_outcome``. Pairs feed a rolling window per (rubric, version, judge
 model, criterion).
@@ -36,6 +36,7 @@ from sidecar.calibrate.rolling import AgreementKey, RollingAgreement
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome, Transcript
+from sidecar.wire._base import normal_id
 from sidecar.wire.labels import HumanLabel
 from sidecar.wire.redaction import DEFAULT_REDACTION, Redaction
 from sidecar.wire.reviews import review_json
@@ -118,14 +119,14 @@ class ReviewTracker:
         )
 
     def remember(self, verdict: Verdict) -> None:
-        case = verdict.trace_id.lower()
+        case = normal_id(verdict.trace_id)
         self._cases[case] = verdict
         self._cases.move_to_end(case)
         if len(self._cases) > self._memory:
             self._cases.popitem(last=False)
 
     def add_label(self, label: HumanLabel) -> LabelResult:
-        verdict = self._cases.get(label.case_id.lower())
+        verdict = self._cases.get(normal_id(label.case_id))
         key: AgreementKey | None = None
         judge: Outcome | None = None
         if verdict is not None:

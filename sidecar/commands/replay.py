@@ -18,6 +18,7 @@ from sidecar.engine.offline import ReplaySummary, collect_traces, input_files, s
 from sidecar.errors import ConfigError
 from sidecar.evaluate.rubric import load_rubrics
 from sidecar.evaluate.sample import build_sampler
+from sidecar.logs import shown
 from sidecar.ports import RecordKind
 from sidecar.settings import load_settings
 
@@ -135,6 +136,6 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
         fields = ", ".join(f"{k} {v}" for k, v in sorted(summary.unreadable.items()))
         print(f"replay: content captured in a shape sidecar does not read ({fields})", file=err)
     for problem in summary.bad_records[:20]:
-        print(f"replay: skipped undecodable record {problem}", file=err)
+        print(f"replay: skipped undecodable record {shown(str(problem))}", file=err)
     if len(summary.bad_records) > 20:
         print(f"replay: ... and {len(summary.bad_records) - 20} more undecodable records", file=err)

@@ -28,6 +28,7 @@ one compact JSON line, non-ASCII kept.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -69,6 +70,31 @@ def as_id(value: object) -> str | None:
     return None
 
 
+# A trace id (32 hex digits) or a span id (16), in any letter case.
+_HEX_ID = re.compile(r"[0-9A-Fa-f]{32}|[0-9A-Fa-f]{16}")
+
+
+def normal_id(text: str) -> str:
+    """The one form ids are compared in: trace and span ids as lower-case hex.
+
+    OTLP/JSON and people's files may spell them in capitals (``0AF7...``);
+    sidecar writes lower case. Other ids (hand-made case names) are kept as
+    they are.
+    """
+    stripped = text.strip()
+    if _HEX_ID.fullmatch(stripped):
+        return stripped.lower()
+    return text
+
+
+def _trace_id(value: object, info: ValidationInfo) -> str:
+    return normal_id(_id(value, info))
+
+
+def _span_id(value: object) -> object:
+    return normal_id(value) if isinstance(value, str) else value
+
+
 def _id(value: object, info: ValidationInfo) -> str:
     if (text := as_id(value)) is not None:
         return text
@@ -88,6 +114,10 @@ def _texts(value: object, info: ValidationInfo) -> tuple[str, ...]:
     raise problem(f"field {info.field_name!r} must be a list of strings")
 
 
+def _trace_ids(value: object, info: ValidationInfo) -> tuple[str, ...]:
+    return tuple(normal_id(item) for item in _texts(value, info))
+
+
 def _echo(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -97,9 +127,14 @@ def _is_none(value: object) -> bool:
 
 
 Id = Annotated[str, BeforeValidator(_id)]
+# A trace id in its normal form (:func:`normal_id`).
+TraceId = Annotated[str, BeforeValidator(_trace_id)]
+# An optional span id in its normal form.
+SpanId = Annotated[str | None, BeforeValidator(_span_id)]
 # A list of records or values (the element type is checked as usual).
 ITEMS = BeforeValidator(_items)
 Texts = Annotated[tuple[str, ...], BeforeValidator(_texts)]
+TraceIds = Annotated[tuple[str, ...], BeforeValidator(_trace_ids)]
 # An id on the internal topics (turns, state): bounded, never empty.
 InternalId = Annotated[str, Field(min_length=1, max_length=512)]
 # A value only repeated from elsewhere (provenance, a label's judge echo): kept as text.

@@ -10,7 +10,9 @@ without one is version 1.
 The label rule, one for the labels topic and for calibration files:
 
 - the case is ``trace_id`` or ``case_id``; when both are given they must be
-  equal (as text), and the first non-empty one is taken;
+  equal (as text, hex ids in any letter case), and the first non-empty one is
+  taken; a trace id is kept lower-cased (:func:`~sidecar.wire._base.normal_id`),
+  the form every verdict record has, so labels pair whatever case they use;
 - ``criterion`` is an id (a non-empty string, or an integer, kept as text,
   since hand-made files number their cases); ``label`` is PASS or FAIL, in
   any letter case;
@@ -34,14 +36,14 @@ from pydantic import BeforeValidator, Field, ValidationInfo
 from sidecar.errors import RecordError
 from sidecar.model import Outcome
 from sidecar.text import loads as text_loads
-from sidecar.wire._base import Echo, Id, Record, as_id, at, problem, validate
+from sidecar.wire._base import Echo, Id, Record, as_id, at, normal_id, problem, validate
 
 LABEL_RECORD_VERSION = 1
 
 
 def _case_id(value: object) -> str:
     if (text := as_id(value)) is not None:
-        return text
+        return normal_id(text)
     raise problem("field 'case_id' (or 'trace_id') must be a non-empty string")
 
 
@@ -77,7 +79,7 @@ class _LabelRecord(Record):
     @classmethod
     def _prepare(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
         trace_id, case_id = data.get("trace_id"), data.get("case_id")
-        if trace_id and case_id and str(trace_id) != str(case_id):
+        if trace_id and case_id and normal_id(str(trace_id)) != normal_id(str(case_id)):
             raise problem(
                 f"fields 'trace_id' {trace_id!r} and 'case_id' {case_id!r} name different cases"
             )

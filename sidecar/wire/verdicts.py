@@ -57,7 +57,10 @@ from sidecar.wire._base import (
     Echo,
     Id,
     Record,
+    SpanId,
     Texts,
+    TraceId,
+    TraceIds,
     left_out_when_none,
     problem,
     record_json,
@@ -179,8 +182,8 @@ class VerdictRecord(Record):
 
     v: int = VERDICT_RECORD_VERSION
     id: Annotated[str | None, BeforeValidator(_record_id)] = None
-    trace_id: Id
-    root_span_id: str | None = None
+    trace_id: TraceId
+    root_span_id: SpanId = None
     rubric_id: Id
     rubric_version: Id
     judge_model: Id
@@ -208,7 +211,7 @@ class VerdictRecord(Record):
     scope: str | None = left_out_when_none()
     conversation_id: str | None = left_out_when_none()
     turns: int | None = left_out_when_none()
-    trace_ids: Texts = Field(default=(), exclude_if=_empty)
+    trace_ids: TraceIds = Field(default=(), exclude_if=_empty)
     revision: int | None = left_out_when_none()
 
     @property

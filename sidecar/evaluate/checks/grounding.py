@@ -342,14 +342,16 @@ def _add_evidence_numbers(text: str, found: set[Decimal]) -> None:
 class _Known:
     """Evidence numbers that only grow: exact membership, and ranges for abbreviated magnitudes.
 
-    The sorted list for ranges is kept across additions (new numbers are sorted
-    and merged in when a range is next asked for), so a conversation's growing
-    evidence is never sorted from scratch per turn.
+    For ranges the numbers are kept in sorted runs whose sizes at least double
+    from the newest to the oldest (new numbers are sorted into a run when a
+    range is next asked for, and equal-sized runs merged), so each number is
+    merged O(log n) times and a range is found by bisecting each run: a
+    conversation's growing evidence is never sorted again per turn.
     """
 
     def __init__(self, numbers: Iterable[Decimal] = ()) -> None:
         self._set: set[Decimal] = set()
-        self._sorted: list[Decimal] = []
+        self._runs: list[list[Decimal]] = []
         self._new: list[Decimal] = []
         self.update(numbers)
 
@@ -364,12 +366,16 @@ class _Known:
 
     def any_within(self, low: Decimal, high: Decimal) -> bool:
         if self._new:
-            self._new.sort()
-            self._sorted.extend(self._new)
-            self._sorted.sort()  # two sorted runs: one linear merge
+            run = sorted(self._new)
             self._new = []
-        index = bisect.bisect_left(self._sorted, low)
-        return index < len(self._sorted) and self._sorted[index] <= high
+            while self._runs and len(self._runs[-1]) <= 2 * len(run):
+                run = sorted(self._runs.pop() + run)  # two sorted runs: one linear merge
+            self._runs.append(run)
+        for run in self._runs:
+            index = bisect.bisect_left(run, low)
+            if index < len(run) and run[index] <= high:
+                return True
+        return False
 
 
 def _grounded(claim: _Claim, known: _Known) -> bool:
