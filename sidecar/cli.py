@@ -36,6 +36,7 @@ COMMANDS = (
     "compare",
     "diff",
     "canary",
+    "drift",
     "backfill",
 )
 

@@ -13,9 +13,11 @@ canaries), or both. Cases arrive ``per_min`` a minute, canaries
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sidecar.drift.attribute import Observation
 from sidecar.model import Outcome
@@ -92,3 +94,31 @@ def observations(s: Scenario, seed: int) -> Iterator[Observation]:
             judge_version="judge-1",
         )
         t += step
+
+
+def record_lines(s: Scenario, seed: int) -> tuple[list[str], list[str]]:
+    """The scenario as verdict record lines and canary record lines (what sidecar drift reads)."""
+    verdicts: list[str] = []
+    canaries: list[str] = []
+    for n, o in enumerate(observations(s, seed)):
+        ((_, name, outcome),) = o.results
+        moment = datetime.fromtimestamp(o.time, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        record: dict[str, object] = {
+            "trace_id": f"{n:032x}",
+            "rubric_id": o.rubric,
+            "rubric_version": "1",
+            "judge_model": "judge",
+            "trace_end": moment,
+            "decided_at": moment,
+            "outcome": "acceptable" if outcome is Outcome.PASS else "unacceptable",
+            "checks": [],
+            "criteria": [{"name": name, "outcome": outcome.value, "gate": True}],
+            "judge_model_version": o.judge_version,
+        }
+        if o.labels is not None:
+            record["canary"] = True
+            record["labels"] = {k: v.value for k, v in o.labels.items()}
+            canaries.append(json.dumps(record))
+        else:
+            verdicts.append(json.dumps(record))
+    return verdicts, canaries

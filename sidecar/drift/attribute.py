@@ -49,8 +49,9 @@ from sidecar.drift.detect import (
     Alarm,
     Detector,
 )
+from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome
-from sidecar.wire.verdicts import utc_text
+from sidecar.wire.verdicts import VerdictRecord, utc_text
 
 Cause = Literal["none", "agent", "judge"]
 Kind = Literal["check", "criterion"]
@@ -348,3 +349,55 @@ class DriftMonitor:
         decided = [d for s in self.streams.values() for d in s.finish()]
         self.decisions += decided
         return decided
+
+
+def _results(
+    checks: Iterable[tuple[str, Outcome, bool]], criteria: Iterable[tuple[str, Outcome]]
+) -> tuple[tuple[Kind, str, Outcome], ...]:
+    # Gated checks (advisory ones do not decide a case) and every criterion.
+    found: list[tuple[Kind, str, Outcome]] = [("check", n, o) for n, o, gate in checks if gate]
+    found += [("criterion", n, o) for n, o in criteria]
+    return tuple(found)
+
+
+def record_observation(record: VerdictRecord) -> Observation | None:
+    """What the detectors read of a verdict or canary record; None without any time.
+
+    The time is ``decided_at``, else ``trace_end``.
+    """
+    moment = record.decided_at or record.trace_end
+    if moment is None:
+        return None
+    return Observation(
+        time=moment.timestamp(),
+        rubric=record.rubric_id,
+        scope=record.scope or "trace",
+        results=_results(
+            ((c.name, c.outcome, c.gate) for c in record.checks),
+            ((c.name, c.outcome) for c in record.criteria),
+        ),
+        judge_version=record.judge_model_version,
+        rubric_hash=record.rubric_hash,
+        labels=dict(record.labels or {}) if record.canary else None,
+    )
+
+
+def verdict_observation(
+    verdict: Verdict, labels: Mapping[str, Outcome] | None = None
+) -> Observation | None:
+    """What the detectors read of a verdict the service made (``labels`` on canary cases)."""
+    moment = verdict.decided_at if verdict.decided_at is not None else verdict.trace_end
+    if moment is None:
+        return None
+    return Observation(
+        time=moment / 1e9,
+        rubric=verdict.rubric_id,
+        scope=verdict.scope,
+        results=_results(
+            ((c.name, c.outcome, c.gate) for c in verdict.checks),
+            ((c.name, c.outcome) for c in verdict.criteria),
+        ),
+        judge_version=verdict.judge_model_version,
+        rubric_hash=verdict.rubric_hash,
+        labels=labels,
+    )
