@@ -54,6 +54,7 @@ from sidecar.model import Outcome
 from sidecar.wire.verdicts import VerdictRecord, utc_text
 
 Cause = Literal["none", "agent", "judge"]
+CAUSES: tuple[Cause, ...] = ("none", "agent", "judge")
 Kind = Literal["check", "criterion"]
 Stream = Literal["agent", "judge"]
 
@@ -142,6 +143,7 @@ class CriterionDrift:
     judge: Detector = field(init=False)
     canaries: bool = False
     last: Cause = "none"
+    last_at: float = 0.0  # when ``last`` was decided
     _pending: list[_Pending] = field(default_factory=list)
     _judge_alarms: list[float] = field(default_factory=list)
     _baseline_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
@@ -224,12 +226,21 @@ class CriterionDrift:
         """Decide the agent alarms whose guard window has passed without a judge alarm."""
         due = [p for p in self._pending if now - p.time >= self.settings.guard_s]
         self._pending = [p for p in self._pending if now - p.time < self.settings.guard_s]
-        return [self._agent(p) for p in due]
+        decided = [self._agent(p) for p in due]
+        if decided:
+            self.last_at = max(self.last_at, now)
+        return decided
 
     def finish(self) -> list[Decision]:
         """End of input: the pending alarms are decided with what is known (no judge alarm)."""
         due, self._pending = self._pending, []
         return [self._agent(p) for p in due]
+
+    def current(self, now: float) -> Cause:
+        """The latest decision, held for the guard window after it was made; else none."""
+        if self.last != "none" and now - self.last_at < self.settings.guard_s:
+            return self.last
+        return "none"
 
     @property
     def pending(self) -> bool:
@@ -271,7 +282,7 @@ class CriterionDrift:
         reason: str,
         measure: Literal["pass_rate", "error_rate", "disagreement"],
     ) -> Decision:
-        self.last = cause
+        self.last, self.last_at = cause, max(time, self.last_at)
         return Decision(
             key=self.key,
             time=time,
