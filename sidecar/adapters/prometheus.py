@@ -571,8 +571,8 @@ class Metrics:
                 self.injection_suspected.labels(rubric=event.rubric).inc()
             case CanaryRan():
                 self._canary(event)
-                for verdict, labels in event.cases:
-                    self._drift(verdict_observation(verdict, labels))
+                for verdict, human in event.cases:
+                    self._drift(verdict_observation(verdict, human))
             case _:
                 pass
 
