@@ -38,6 +38,7 @@ COMMANDS = (
     "compare",
     "diff",
     "canary",
+    "drift",
     "backfill",
     "topics",
 )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sidecar.evaluate.verdict import Verdict
-from sidecar.model import Transcript
+from sidecar.model import Outcome, Transcript
 
 # Who a judge call was made for: counted apart, so canary and shadow calls do not
 # move production figures.
@@ -262,6 +262,8 @@ class CanaryRan:
     judge_model_version: str
     passed: bool
     criteria: tuple[CanaryCriterion, ...]
+    # Each judged case with its human reference labels (criterion -> PASS/FAIL), for drift.
+    cases: tuple[tuple[Verdict, Mapping[str, Outcome]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,8 @@ def test_alert_names_unique() -> None:
 
 REQUIRED_ALERTS = [
     "SidecarPassRateDrop",
+    "SidecarAgentDrift",
+    "SidecarJudgeDrift",
     "SidecarJudgeErrorRateHigh",
     "SidecarJudgeBreakerOpen",
     "SidecarJudgeUnavailable",

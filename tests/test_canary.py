@@ -359,3 +359,38 @@ def test_command_line_with_the_gemini_backend(
     assert document["criteria"][0]["kappa"] == pytest.approx(0.8)
     assert "canary passed" in result.stderr  # the table goes to stderr when JSON is on stdout
     assert all(r.path.endswith("gemini-2.5-flash:generateContent") for r in canary_server.requests)
+
+
+def test_canary_records_carry_the_labels_and_feed_sidecar_drift(
+    tmp_path: Path,
+    canary_responder: Responder,
+    command_files: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    records, verdicts = tmp_path / "canary-records.jsonl", tmp_path / "verdicts.jsonl"
+    code = main(canary_args(command_files, "--records", records, "--verdicts", verdicts))
+    assert code == 0, capsys.readouterr()
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(lines) == 10
+    for line in lines:
+        assert line["canary"] is True
+        assert line["sample_reason"] == CANARY
+        assert line["decided_at"].endswith("Z")
+        assert set(line["labels"]) <= {"correct_amount", "polite"}
+        assert set(line["labels"].values()) <= {"PASS", "FAIL"}
+    # Human labels as the fixture gave them: O6 and O7..O10 failed on correct_amount.
+    failed = sorted(
+        line["trace_id"] for line in lines if line["labels"]["correct_amount"] == "FAIL"
+    )
+    assert len(failed) == 5
+    capsys.readouterr()
+    code = main(["drift", "--verdicts", str(verdicts), "--canary", str(records), "--json", "-"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["alarms"] == []
+    assert document["records"] == 20
+    # Canary records given as verdicts are refused, naming the option to use.
+    code = main(["drift", "--verdicts", str(records)])
+    assert code == 2
+    assert "is a canary record; give it with --canary" in capsys.readouterr().err

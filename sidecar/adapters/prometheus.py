@@ -46,6 +46,14 @@ from prometheus_client.metrics_core import Metric
 from sidecar import __version__
 from sidecar.adapters.exemplars import ExemplarMemory, bucket_bound, verdict_exemplar
 from sidecar.conversation.stage import ConversationStats
+from sidecar.drift.attribute import (
+    CAUSES,
+    DriftMonitor,
+    DriftSettings,
+    Observation,
+    StreamKey,
+    verdict_observation,
+)
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.deliver import DeliveryStats
 from sidecar.engine.flight import FlightStats
@@ -138,6 +146,7 @@ class Metrics:
         registry: CollectorRegistry | None = None,
         max_agents: int = 50,
         max_model_versions: int = 50,
+        drift: DriftSettings | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.max_agents = max_agents
@@ -402,6 +411,38 @@ class Metrics:
             multiprocess_mode="livemax",
             registry=r,
         )
+        # Drift: the detectors of sidecar.drift.attribute, fed by verdicts and canary cases.
+        self.drift = DriftMonitor(drift)
+        self.drift_evalue = Gauge(
+            "sidecar_drift_evalue",
+            "Evidence that a stream moved from its baseline (1: none; the alarm is at 2/alpha): "
+            "stream agent = the pass rate of a gated check or criterion (down), judge = the "
+            "judge's disagreement with the human labels on canary cases (up).",
+            ["rubric", "criterion", "stream"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.drift_attribution = Gauge(
+            "sidecar_drift_attribution",
+            "1 on the cause of the latest drift alarm of a check or criterion (none|agent|judge), "
+            "held for the guard window after it was decided; 0 on the others.",
+            ["rubric", "criterion", "cause"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.drift_alarms = Counter(
+            "sidecar_drift_alarms_total",
+            "Drift alarms by attribution (stream: the detector that alarmed).",
+            ["rubric", "criterion", "stream", "attribution"],
+            registry=r,
+        )
+        self.drift_threshold = Gauge(
+            "sidecar_drift_evalue_threshold",
+            "The e-value at which a drift detector alarms (2 / alpha).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.drift_threshold.set(2.0 / self.drift.settings.alpha)
         self.canary_runs = Counter(
             "sidecar_canary_runs_total",
             "Canary runs, by result (passed|failed: a gated criterion under its threshold or "
@@ -456,6 +497,8 @@ class Metrics:
         match event:
             case VerdictEmitted():
                 record_verdict(self, event.verdict, event.span_id)
+                if not event.duplicate:
+                    self._drift(verdict_observation(event.verdict))
                 if event.duplicate:
                     self.duplicate_verdicts.inc()
             case TracePlanned():
@@ -544,6 +587,8 @@ class Metrics:
                 self.injection_suspected.labels(rubric=event.rubric).inc()
             case CanaryRan():
                 self._canary(event)
+                for verdict, human in event.cases:
+                    self._drift(verdict_observation(verdict, human))
             case _:
                 pass
 
@@ -559,6 +604,27 @@ class Metrics:
             tokens.labels(judge_model=call.model, kind="output").inc(call.output_tokens)
             if call.cost_usd > 0:
                 accounts.judge_cost.labels(judge_model=call.model).inc(call.cost_usd)
+
+    def _drift(self, observation: Observation | None) -> None:
+        if observation is None:
+            return
+        monitor = self.drift
+        decided = monitor.observe(observation) + monitor.settle(observation.time)
+        for d in decided:
+            self.drift_alarms.labels(d.key.rubric, d.key.name, d.stream, d.attribution).inc()
+        for kind, name, _ in observation.results:
+            stream = monitor.streams.get(
+                StreamKey(observation.rubric, kind, name, observation.scope)
+            )
+            if stream is None:
+                continue
+            rubric = observation.rubric
+            self.drift_evalue.labels(rubric, name, "agent").set(stream.passes.e_value)
+            if stream.canaries:
+                self.drift_evalue.labels(rubric, name, "judge").set(stream.judge.e_value)
+            cause = stream.current(observation.time)
+            for label in CAUSES:
+                self.drift_attribution.labels(rubric, name, label).set(float(label == cause))
 
     def _canary(self, run: CanaryRan) -> None:
         self.canary_runs.labels(

@@ -13,6 +13,10 @@ writes ``{"rubric", "rubric_version", "rubric_hash", "judge_model",
 ``flips`` null without ``--previous``; ``judge_model_version`` lists every
 version that answered, comma-separated, null when none did).
 
+``--records OUT`` writes the canary records ``sidecar drift --canary`` reads:
+each case's verdict record with ``"canary": true`` and ``"labels"``, its
+human reference label per criterion.
+
 ``--previous FILE`` gives flips: it is the *verdict records* of an earlier run
 (``--verdicts OUT`` of an earlier canary, or ``sidecar replay`` output), not
 its ``--json`` summary, which holds no per-case verdicts.
@@ -45,6 +49,8 @@ from sidecar.commands._wiring import build_judge, judge_credentials_hint
 from sidecar.drift.canary_set import (
     CanaryReport,
     canary_cases,
+    canary_labels,
+    canary_record,
     canary_report,
     judge_canary,
     previous_outcomes,
@@ -59,7 +65,8 @@ from sidecar.judge.service import JudgeService
 from sidecar.logs import shown
 from sidecar.settings import load_settings
 from sidecar.terminal import plain, styled, warning_line, yes_no
-from sidecar.wire.verdicts import verdict_json
+from sidecar.wire._base import record_json
+from sidecar.wire.verdicts import verdict_dict, verdict_json
 
 
 def register(subparsers: Any) -> None:
@@ -102,6 +109,14 @@ def register(subparsers: Any) -> None:
         "--verdicts", metavar="OUT", help="write this run's verdict records ('-' for stdout)"
     )
     parser.add_argument(
+        "--records",
+        metavar="OUT",
+        help=(
+            "write this run's canary records for sidecar drift: each case's verdict record with "
+            "\"canary\": true and its human labels ('-' for stdout)"
+        ),
+    )
+    parser.add_argument(
         "--kappa-threshold",
         type=float,
         metavar="K",
@@ -120,7 +135,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stdout, err = consoles()
-    out = err if "-" in (args.json_out, args.verdicts) else stdout
+    out = err if "-" in (args.json_out, args.verdicts, args.records) else stdout
     rubric = load_rubric(args.rubric)
     if rubric.judge is None:
         raise ConfigError(f"{args.rubric}: rubric {rubric.id!r} has no judge: block to run")
@@ -171,6 +186,14 @@ def run(args: argparse.Namespace) -> int:
         redaction = settings.redaction.policy()
         records = "".join(verdict_json(v, redaction) + "\n" for v in verdicts)
         write_output(args.verdicts, records, sys.stdout)
+    if args.records:
+        redaction = settings.redaction.policy()
+        human = canary_labels(labels)
+        lines = [
+            record_json(canary_record(verdict_dict(v, redaction), human.get(v.trace_id, {})))
+            for v in verdicts
+        ]
+        write_output(args.records, "".join(line + "\n" for line in lines), sys.stdout)
     if args.json_out:
         text = json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
         write_output(args.json_out, text, sys.stdout)

@@ -22,7 +22,10 @@ rubric) and then, on the injected clock:
   criterion's kappa threshold, the version that served most of the run's
   cases, and whether the run passed (the rule of :mod:`sidecar.drift.canary_set`).
   The Prometheus adapter shows them as ``sidecar_canary_agreement``,
-  ``sidecar_canary_kappa_threshold`` and ``sidecar_canary_runs_total``.
+  ``sidecar_canary_kappa_threshold`` and ``sidecar_canary_runs_total``; the
+  report also carries each case's verdict (decided at the run's time) with
+  its human labels, which feed the judge stream of the drift detectors
+  (:mod:`sidecar.drift.attribute`).
 
 Seams: ``clock`` and ``sleep``; tests call :meth:`CanarySchedule.tick` with
 the time they choose.
@@ -32,16 +35,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.calibrate.inputs import parse_labels
 from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
-from sidecar.drift.canary_set import CanaryReport, canary_cases, canary_report, judge_canary
+from sidecar.drift.canary_set import (
+    CanaryReport,
+    canary_cases,
+    canary_labels,
+    canary_report,
+    judge_canary,
+)
 from sidecar.engine.offline import ReplaySummary, collect_traces
 from sidecar.errors import InputFileError, SidecarError
 from sidecar.evaluate.pipeline import Case
@@ -160,6 +170,9 @@ class CanarySchedule:
         cases = canary.next_cases()
         canary.runs += 1
         verdicts = await judge_canary(cases, self._judge)
+        # Decided now, whenever the canary traces ran: the drift detectors read this time.
+        decided = round(self._clock() * 1e9)
+        verdicts = [dataclasses.replace(v, decided_at=decided) for v in verdicts]
         report = canary_report(
             canary.rubric,
             verdicts,
@@ -171,7 +184,7 @@ class CanarySchedule:
             for c in v.criteria:
                 if c.outcome in (Outcome.PASS, Outcome.FAIL):
                     canary.previous[(v.trace_id, c.name)] = c.outcome
-        self._telemetry.event(ran(report, verdicts))
+        self._telemetry.event(ran(report, verdicts, canary_labels(canary.labels)))
         if not report.passed:
             log.warning(
                 "canary of rubric %s failed: %s", canary.rubric.id, "; ".join(report.reasons)
@@ -200,8 +213,12 @@ class CanarySchedule:
             stopped.cancel()
 
 
-def ran(report: CanaryReport, verdicts: Sequence[Verdict]) -> CanaryRan:
-    """What a run reports: per criterion statistics, and the version that served most."""
+def ran(
+    report: CanaryReport,
+    verdicts: Sequence[Verdict],
+    labels: Mapping[str, Mapping[str, Outcome]] | None = None,
+) -> CanaryRan:
+    """What a run reports: per criterion statistics, the version that served most, the cases."""
     served = Counter(v.judge_model_version or NO_VERSION for v in verdicts)
     # The version that served most of the run (ties: the later name, so a new one shows).
     version = max(sorted(served), key=lambda name: served[name]) if served else NO_VERSION
@@ -225,4 +242,5 @@ def ran(report: CanaryReport, verdicts: Sequence[Verdict]) -> CanaryRan:
             )
             for row in report.criteria
         ),
+        cases=tuple((v, labels.get(v.trace_id, {})) for v in verdicts) if labels else (),
     )

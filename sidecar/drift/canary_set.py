@@ -219,6 +219,20 @@ class CanaryReport:
         }
 
 
+def canary_labels(labels: Iterable[HumanLabel]) -> dict[str, dict[str, Outcome]]:
+    """Each case's human reference label per criterion (ties and unlabelled left out)."""
+    found: dict[str, dict[str, Outcome]] = {}
+    for item in build_items(labels):
+        if item.reference is not None:
+            found.setdefault(item.case_id, {})[item.criterion] = item.reference
+    return found
+
+
+def canary_record(record: dict[str, Any], labels: Mapping[str, Outcome]) -> dict[str, Any]:
+    """A verdict record of a canary case, marked ``canary`` with its human labels (for drift)."""
+    return {**record, "canary": True, "labels": {k: v.value for k, v in sorted(labels.items())}}
+
+
 def canary_report(
     rubric: Rubric,
     verdicts: Sequence[Verdict],

@@ -18,9 +18,11 @@ means of bounded random variables by betting", 2023):
    same is done. The truth is at least the reference except with probability
    ``alpha / 2``.
 2. **Betting.** A gambler starts with wealth 1 and, before each new outcome
-   ``x``, stakes a fraction ``lam`` in ``[0, 1/2]`` on "the rate is below the
-   reference ``p0``": the wealth is multiplied by ``1 + lam * (p0 - x) / m``
-   (``m = max(p0, 1 - p0)``, so the factor stays in ``[1/2, 3/2]``). While the
+   ``x``, stakes a fraction ``lam`` in ``[0, 1/2]`` of its wealth on "the
+   rate is below the reference ``p0``": the wealth is multiplied by
+   ``1 + lam * (p0 - x) / (1 - p0)``, so an outcome of 1 loses the stake
+   (the factor stays at least 1/2) and an outcome of 0 wins ``p0 / (1 - p0)``
+   times it, the odds that are fair at rate ``p0``. While the
    rate is at least ``p0`` each factor has expectation at most 1, so the
    wealth is a nonnegative supermartingale and, by Ville's inequality, it
    ever reaches ``2 / alpha`` with probability at most ``alpha / 2``.
@@ -58,7 +60,7 @@ DEFAULT_BASELINE = 1000
 DEFAULT_EVERY = 500
 MAX_GAMBLERS = 32
 MAX_STAKE = 0.5
-# The ONS constant for stakes in [0, 1/2] on outcomes in [-1, 1] (Cutkosky and Orabona).
+# The ONS step constant of Cutkosky and Orabona for stakes in [0, 1/2].
 _ONS = 2.0 / (2.0 - math.log(3.0))
 # A gambler whose wealth fell below this is let go (it can only make the sum smaller).
 _LOG_FLOOR = -30.0
@@ -114,7 +116,7 @@ class _Gambler:
     curvature: float = 1.0
 
     def bet(self, gain: float) -> None:
-        # ``gain`` in [-1, 1]: the wealth is multiplied by 1 + stake * gain.
+        # ``gain`` >= -1: the wealth is multiplied by 1 + stake * gain (stake <= 1/2).
         factor = 1.0 + self.stake * gain
         self.log_wealth += math.log(factor)
         z = gain / factor
@@ -216,6 +218,7 @@ class Detector:
             self._gamblers.append(_Gambler(log_share=-math.log(k * (k + 1))))
             if len(self._gamblers) > MAX_GAMBLERS:
                 self._gamblers.remove(min(self._gamblers, key=lambda g: g.log_wealth))
+        # An outcome of 1 loses the stake (gain -1); an outcome of 0 wins p0 / (1 - p0) times it.
         gain = (self._p0 - x) / self._scale
         for gambler in self._gamblers:
             gambler.bet(gain)
@@ -230,7 +233,7 @@ class Detector:
     def _start_test(self) -> None:
         bound = lower_bound(self._base_hits, self._base_n, self.alpha / 2)
         self._p0 = max(0.0, bound - self.tolerance)
-        self._scale = max(self._p0, 1.0 - self._p0)
+        self._scale = 1.0 - self._p0
         self._tested = self._tested_hits = self._joined = 0
         self._gamblers = []
         self._log_e = 0.0

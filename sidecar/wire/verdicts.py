@@ -38,7 +38,10 @@ The keys, in the order written:
   ``judge_error``, ``raw_output``, ``redacted`` (``hash`` or ``drop``: content
   was redacted so), ``backfill`` (true on verdicts of ``sidecar backfill``);
 - on conversation verdicts only: ``scope: conversation``,
-  ``conversation_id``, ``turns``, ``trace_ids``, ``revision``.
+  ``conversation_id``, ``turns``, ``trace_ids``, ``revision``;
+- on canary records only (``sidecar canary --records``, read by ``sidecar
+  drift``): ``canary: true`` and ``labels``, the human reference label of
+  each criterion (``{criterion: "PASS"|"FAIL"}``).
 """
 
 from __future__ import annotations
@@ -213,6 +216,8 @@ class VerdictRecord(Record):
     turns: int | None = left_out_when_none()
     trace_ids: TraceIds = Field(default=(), exclude_if=_empty)
     revision: int | None = left_out_when_none()
+    canary: bool = Field(default=False, exclude_if=_false)
+    labels: dict[str, ResultOutcome] | None = left_out_when_none()
 
     @property
     def key(self) -> str:

@@ -1,0 +1,414 @@
+"""Who drifted, the agent or the judge: two detectors per criterion and a guard-window rule.
+
+For every rubric x check or criterion x scope, a :class:`CriterionDrift` runs
+:class:`~sidecar.drift.detect.Detector` s on two streams:
+
+- the **agent** stream: the criterion's PASS share among its PASS/FAIL
+  verdicts (direction down), and its ERROR share among all its verdicts
+  (direction up);
+- the **judge** stream (criteria only): on canary cases, whose human label
+  is known, whether the judge disagreed with the label (direction up). The
+  canary traces do not change when the agent does, so this stream moves only
+  when the judge (its model, its prompt, the rubric) does.
+
+The rule, for each alarm of the agent's pass-rate detector at time ``t``:
+
+1. the judge stream alarmed within ``guard_s`` before ``t``, or alarms
+   within ``guard_s`` after it -> ``judge`` (so the agent's alarm waits
+   ``guard_s`` before it is decided, and is *pending* meanwhile);
+2. else the judge's ``judge_model_version`` or the rubric's ``rubric_hash``
+   on the alarm's verdicts differs from the baseline's -> ``judge``: the
+   stream was compared across a change of the evaluator, and the change is
+   reported as the evidence;
+3. else -> ``agent``.
+
+A judge alarm is reported on its own as ``judge``. A check has no judge, so
+its alarms are ``agent`` (or ``judge`` by rule 2, when the rubric changed).
+An alarm of the ERROR share is ``judge`` on a criterion (the judge did not
+answer usably) and ``agent`` on a check (the check had nothing to read). A
+criterion without canary cases still gets rule 2; its decisions say
+``canaries: false``, since rule 1 could not be applied.
+
+Times are Unix seconds, taken from the verdicts (``decided_at``); the
+caller feeds observations in time order and calls :meth:`DriftMonitor.settle`
+as time passes (the service) or :meth:`DriftMonitor.finish` at end of input
+(the ``sidecar drift`` command), which decides the pending alarms with what
+is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sidecar.drift.detect import (
+    DEFAULT_ALPHA,
+    DEFAULT_BASELINE,
+    DEFAULT_EVERY,
+    Alarm,
+    Detector,
+)
+from sidecar.evaluate.verdict import Verdict
+from sidecar.model import Outcome
+from sidecar.wire.verdicts import VerdictRecord, utc_text
+
+Cause = Literal["none", "agent", "judge"]
+CAUSES: tuple[Cause, ...] = ("none", "agent", "judge")
+Kind = Literal["check", "criterion"]
+Stream = Literal["agent", "judge"]
+
+DEFAULT_GUARD_S = 6 * 3600.0
+DEFAULT_CANARY_BASELINE = 400
+DEFAULT_CANARY_EVERY = 100
+DEFAULT_MAX_STREAMS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class DriftSettings:
+    alpha: float = DEFAULT_ALPHA
+    guard_s: float = DEFAULT_GUARD_S
+    baseline: int = DEFAULT_BASELINE
+    every: int = DEFAULT_EVERY
+    canary_baseline: int = DEFAULT_CANARY_BASELINE
+    canary_every: int = DEFAULT_CANARY_EVERY
+    tolerance: float = 0.0
+    max_streams: int = DEFAULT_MAX_STREAMS
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class StreamKey:
+    rubric: str
+    kind: Kind
+    name: str
+    scope: str = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One alarm and who it is attributed to."""
+
+    key: StreamKey
+    time: float  # when the alarm was raised (Unix seconds)
+    stream: Stream  # which detector alarmed
+    measure: Literal["pass_rate", "error_rate", "disagreement"]
+    direction: Literal["down", "up"]
+    attribution: Cause
+    alarm: Alarm
+    reason: str
+    canaries: bool
+    agent_e_value: float
+    judge_e_value: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "time": utc_text(round(self.time * 1e9)),
+            "rubric": self.key.rubric,
+            "name": self.key.name,
+            "kind": self.key.kind,
+            "scope": self.key.scope,
+            "stream": self.stream,
+            "measure": self.measure,
+            "direction": self.direction,
+            "attribution": self.attribution,
+            "evidence": {
+                "e_value": self.alarm.e_value,
+                "reason": self.reason,
+                "canaries": self.canaries,
+                "baseline_rate": self.alarm.baseline_rate,
+                "reference": self.alarm.reference,
+                "recent_rate": self.alarm.recent_rate,
+                "at_case": self.alarm.at,
+                "agent_e_value": self.agent_e_value,
+                "judge_e_value": self.judge_e_value,
+            },
+        }
+
+
+@dataclass(slots=True)
+class _Pending:
+    time: float
+    alarm: Alarm
+    agent_e: float
+
+
+@dataclass(slots=True)
+class CriterionDrift:
+    """The detectors of one stream key and the guard-window rule (module docstring)."""
+
+    key: StreamKey
+    settings: DriftSettings = field(default_factory=DriftSettings)
+    passes: Detector = field(init=False)
+    errors: Detector = field(init=False)
+    judge: Detector = field(init=False)
+    canaries: bool = False
+    last: Cause = "none"
+    last_at: float = 0.0  # when ``last`` was decided
+    _pending: list[_Pending] = field(default_factory=list)
+    _judge_alarms: list[float] = field(default_factory=list)
+    _baseline_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
+    _tested_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.passes = Detector(s.alpha, "down", s.baseline, s.every, s.tolerance)
+        self.errors = Detector(s.alpha, "up", s.baseline, s.every, s.tolerance)
+        self.judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
+
+    def verdict(
+        self,
+        time: float,
+        outcome: Outcome,
+        judge_version: str | None = None,
+        rubric_hash: str | None = None,
+    ) -> list[Decision]:
+        decided = self.settle(time)
+        if outcome is Outcome.SKIPPED:
+            return decided
+        errors_alarm = self.errors.update(outcome is Outcome.ERROR)
+        if errors_alarm is not None:
+            cause: Cause = "judge" if self.key.kind == "criterion" else "agent"
+            reason = (
+                "the judge's ERROR share rose: it did not answer usably"
+                if cause == "judge"
+                else "the check's ERROR share rose: it had nothing to read"
+            )
+            decided.append(self._decision(time, "agent", errors_alarm, cause, reason, "error_rate"))
+        if outcome is Outcome.ERROR:
+            return decided
+        version = (judge_version, rubric_hash)
+        (self._tested_versions if self.passes.testing else self._baseline_versions).add(version)
+        alarm = self.passes.update(outcome is Outcome.PASS)
+        if alarm is not None:
+            changed = self._changed()
+            self._baseline_versions, self._tested_versions = set(), set()
+            if self._judge_within(time):
+                decided.append(self._judged(time, alarm, "the canaries' judge stream alarmed"))
+            elif changed is not None:
+                decided.append(self._judged(time, alarm, changed))
+            elif self.key.kind == "check":
+                decided.append(
+                    self._decision(
+                        time, "agent", alarm, "agent", "a check has no judge", "pass_rate"
+                    )
+                )
+            else:
+                self._pending.append(_Pending(time, alarm, alarm.e_value))
+        return decided
+
+    def canary(self, time: float, disagreed: bool) -> list[Decision]:
+        """One canary case of this criterion: whether the judge disagreed with the human label."""
+        self.canaries = True
+        decided = self.settle(time)
+        alarm = self.judge.update(disagreed)
+        if alarm is None:
+            return decided
+        self._judge_alarms.append(time)
+        # Agent alarms waiting within the guard window are the judge's.
+        for pending in self._pending:
+            decided.append(
+                self._judged(pending.time, pending.alarm, "the canaries' judge stream alarmed")
+            )
+        self._pending = []
+        decided.append(
+            self._decision(
+                time,
+                "judge",
+                alarm,
+                "judge",
+                "the judge disagrees with the human labels more than in its baseline",
+                "disagreement",
+            )
+        )
+        return decided
+
+    def settle(self, now: float) -> list[Decision]:
+        """Decide the agent alarms whose guard window has passed without a judge alarm."""
+        due = [p for p in self._pending if now - p.time >= self.settings.guard_s]
+        self._pending = [p for p in self._pending if now - p.time < self.settings.guard_s]
+        decided = [self._agent(p) for p in due]
+        if decided:
+            self.last_at = max(self.last_at, now)
+        return decided
+
+    def finish(self) -> list[Decision]:
+        """End of input: the pending alarms are decided with what is known (no judge alarm)."""
+        due, self._pending = self._pending, []
+        return [self._agent(p) for p in due]
+
+    def current(self, now: float) -> Cause:
+        """The latest decision, held for the guard window after it was made; else none."""
+        if self.last != "none" and now - self.last_at < self.settings.guard_s:
+            return self.last
+        return "none"
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def _agent(self, pending: _Pending) -> Decision:
+        reason = (
+            "no judge alarm within the guard window"
+            if self.canaries
+            else "no canary cases watch this criterion's judge"
+        )
+        return self._decision(pending.time, "agent", pending.alarm, "agent", reason, "pass_rate")
+
+    def _judged(self, time: float, alarm: Alarm, reason: str) -> Decision:
+        return self._decision(time, "agent", alarm, "judge", reason, "pass_rate")
+
+    def _judge_within(self, time: float) -> bool:
+        guard = self.settings.guard_s
+        return any(time - guard <= t <= time for t in self._judge_alarms)
+
+    def _changed(self) -> str | None:
+        new = self._tested_versions - self._baseline_versions
+        if not new or not self._baseline_versions:
+            return None
+        parts = []
+        for index, label in ((0, "judge_model_version"), (1, "rubric_hash")):
+            before = sorted({str(v[index]) for v in self._baseline_versions})
+            after = sorted({str(v[index]) for v in new} - set(before))
+            if after:
+                parts.append(f"{label} changed from {', '.join(before)} to {', '.join(after)}")
+        return "; ".join(parts) or None
+
+    def _decision(
+        self,
+        time: float,
+        stream: Stream,
+        alarm: Alarm,
+        cause: Cause,
+        reason: str,
+        measure: Literal["pass_rate", "error_rate", "disagreement"],
+    ) -> Decision:
+        self.last, self.last_at = cause, max(time, self.last_at)
+        return Decision(
+            key=self.key,
+            time=time,
+            stream=stream,
+            measure=measure,
+            direction=alarm.direction,
+            attribution=cause,
+            alarm=alarm,
+            reason=reason,
+            canaries=self.canaries,
+            agent_e_value=self.passes.e_value,
+            judge_e_value=self.judge.e_value if self.canaries else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the detectors read of one verdict or canary case."""
+
+    time: float  # Unix seconds
+    rubric: str
+    scope: str
+    results: tuple[tuple[Kind, str, Outcome], ...]
+    judge_version: str | None = None
+    rubric_hash: str | None = None
+    # On canary cases: the human label of each criterion.
+    labels: Mapping[str, Outcome] | None = None
+
+
+class DriftMonitor:
+    """Every stream's :class:`CriterionDrift`, at most ``max_streams`` of them (drops counted)."""
+
+    def __init__(self, settings: DriftSettings | None = None) -> None:
+        self.settings = settings or DriftSettings()
+        self.streams: dict[StreamKey, CriterionDrift] = {}
+        self.dropped = 0  # observations of streams over the cap
+        self.decisions: list[Decision] = []
+
+    def _stream(self, key: StreamKey) -> CriterionDrift | None:
+        found = self.streams.get(key)
+        if found is None:
+            if len(self.streams) >= self.settings.max_streams:
+                self.dropped += 1
+                return None
+            found = self.streams[key] = CriterionDrift(key, self.settings)
+        return found
+
+    def observe(self, o: Observation) -> list[Decision]:
+        decided: list[Decision] = []
+        for kind, name, outcome in o.results:
+            stream = self._stream(StreamKey(o.rubric, kind, name, o.scope))
+            if stream is None:
+                continue
+            if o.labels is None:
+                decided += stream.verdict(o.time, outcome, o.judge_version, o.rubric_hash)
+            elif kind == "criterion" and outcome in (Outcome.PASS, Outcome.FAIL):
+                label = o.labels.get(name)
+                if label in (Outcome.PASS, Outcome.FAIL):
+                    decided += stream.canary(o.time, outcome is not label)
+        self.decisions += decided
+        return decided
+
+    def observe_all(self, observations: Iterable[Observation]) -> list[Decision]:
+        out: list[Decision] = []
+        for o in observations:
+            out += self.observe(o)
+        return out
+
+    def settle(self, now: float) -> list[Decision]:
+        decided = [d for s in self.streams.values() for d in s.settle(now)]
+        self.decisions += decided
+        return decided
+
+    def finish(self) -> list[Decision]:
+        decided = [d for s in self.streams.values() for d in s.finish()]
+        self.decisions += decided
+        return decided
+
+
+def _results(
+    checks: Iterable[tuple[str, Outcome, bool]], criteria: Iterable[tuple[str, Outcome]]
+) -> tuple[tuple[Kind, str, Outcome], ...]:
+    # Gated checks (advisory ones do not decide a case) and every criterion.
+    found: list[tuple[Kind, str, Outcome]] = [("check", n, o) for n, o, gate in checks if gate]
+    found += [("criterion", n, o) for n, o in criteria]
+    return tuple(found)
+
+
+def record_observation(record: VerdictRecord) -> Observation | None:
+    """What the detectors read of a verdict or canary record; None without any time.
+
+    The time is ``decided_at``, else ``trace_end``.
+    """
+    moment = record.decided_at or record.trace_end
+    if moment is None:
+        return None
+    return Observation(
+        time=moment.timestamp(),
+        rubric=record.rubric_id,
+        scope=record.scope or "trace",
+        results=_results(
+            ((c.name, c.outcome, c.gate) for c in record.checks),
+            ((c.name, c.outcome) for c in record.criteria),
+        ),
+        judge_version=record.judge_model_version,
+        rubric_hash=record.rubric_hash,
+        labels=dict(record.labels or {}) if record.canary else None,
+    )
+
+
+def verdict_observation(
+    verdict: Verdict, labels: Mapping[str, Outcome] | None = None
+) -> Observation | None:
+    """What the detectors read of a verdict the service made (``labels`` on canary cases)."""
+    moment = verdict.decided_at if verdict.decided_at is not None else verdict.trace_end
+    if moment is None:
+        return None
+    return Observation(
+        time=moment / 1e9,
+        rubric=verdict.rubric_id,
+        scope=verdict.scope,
+        results=_results(
+            ((c.name, c.outcome, c.gate) for c in verdict.checks),
+            ((c.name, c.outcome) for c in verdict.criteria),
+        ),
+        judge_version=verdict.judge_model_version,
+        rubric_hash=verdict.rubric_hash,
+        labels=labels,
+    )
