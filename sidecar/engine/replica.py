@@ -164,6 +164,7 @@ class Service:
             decoder=decoder,
             log_decoder=log_decoder,
             clock=clock,
+            telemetry=self.telemetry,
         )
         self.traces = PartitionEngine(
             "traces",
