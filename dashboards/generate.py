@@ -24,14 +24,20 @@ Conventions every panel follows (tests/test_dashboards.py enforces them):
 - every query is a PromQL ``expr`` in ``targets``, built only from sidecar's
   metric names, ``up`` and the recording rules in deploy/prometheus/rules;
 - shares never count ERROR or SKIPPED in a pass-rate denominator, and an absent
-  numerator series (no PASS yet) reads as 0 where the denominator exists.
+  numerator series (no PASS yet) reads as 0 where the denominator exists;
+- pass-rate and failure panels ask for exemplars (``exemplar: true``), and the
+  ``trace_id`` of each exemplar links to the trace (:func:`trace_links`): in the
+  trace data source named by the ``trace_backend`` variable (``tempo`` or
+  ``jaeger``, the data source uid), by TraceQL in Tempo, by tag search in Jaeger.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -368,6 +374,105 @@ def breaker_timeline(
     return panel("state-timeline", title, description, targets(queries, False), d, options, w, h)
 
 
+# The trace data source of the links: its uid, which is also its type (tempo or jaeger).
+TRACE_BACKEND = "${trace_backend}"
+TRACE_ID = "${__value.raw}"
+
+
+def explore(datasource: str, query: dict[str, Any]) -> str:
+    """A Grafana Explore URL running ``query`` in ``datasource``; ``${...}`` left for Grafana."""
+    pane = {
+        "trace": {
+            "datasource": datasource,
+            "queries": [{"refId": "A", "datasource": {"uid": datasource}, **query}],
+            "range": {"from": "now-24h", "to": "now"},
+        }
+    }
+    encoded = urllib.parse.quote(json.dumps(pane, separators=(",", ":")), safe="")
+    # Grafana fills the variables in before following the link: keep them readable to it.
+    encoded = re.sub(r"%24%7B([\w.]+)%7D", r"${\1}", encoded)
+    return f"/explore?schemaVersion=1&panes={encoded}"
+
+
+def trace_links(rubric_label: bool = True) -> list[dict[str, Any]]:
+    """Links on an exemplar's ``trace_id``: to the trace, in the backend the variable picks."""
+    tags = "eval.outcome=unacceptable"
+    if rubric_label:
+        tags += " eval.rubric.id=${__field.labels.rubric}"
+    links = [
+        # Trace-id lookup: Tempo's TraceQL editor and Jaeger both take a bare trace id.
+        ("Trace in ${trace_backend}", TRACE_BACKEND, {"queryType": "traceql", "query": TRACE_ID}),
+        (
+            "Tempo: TraceQL",
+            "tempo",
+            {"queryType": "traceql", "query": '{ trace:id = "' + TRACE_ID + '" }'},
+        ),
+        (
+            "Jaeger: failing verdict spans (tag search)",
+            "jaeger",
+            {"queryType": "search", "service": "sidecar", "tags": tags},
+        ),
+    ]
+    return [
+        {"title": title, "url": explore(ds, query), "targetBlank": True}
+        for title, ds, query in links
+    ]
+
+
+def with_exemplars(cell: Cell, rubric_label: bool = True) -> Cell:
+    """Ask every target for exemplars and link their ``trace_id`` to the trace."""
+    for t in cell.panel["targets"]:
+        t["exemplar"] = True
+    cell.panel["fieldConfig"]["overrides"].append(
+        {
+            "matcher": {"id": "byName", "options": "trace_id"},
+            "properties": [{"id": "links", "value": trace_links(rubric_label)}],
+        }
+    )
+    return cell
+
+
+def sum_increase_unacceptable() -> str:
+    failed = sel("sidecar_cases_total", CASES, 'outcome="unacceptable"')
+    return f"{agg(['rubric'])} (increase({failed}[{RATE}]))"
+
+
+def recent_failing_traces(title: str, description: str, expr: str, w: int = 24) -> Cell:
+    """The exemplars of a failure counter as a table: newest first, trace ids linked."""
+    t = target(expr, "{{rubric}}")
+    t["exemplar"] = True
+    options = {
+        "showHeader": True,
+        "cellHeight": "sm",
+        "footer": {"show": False, "reducer": ["sum"], "fields": ""},
+        "sortBy": [{"displayName": "Time", "desc": True}],
+    }
+    keep = ["Time", "rubric", "trace_id", "span_id"]
+    cell = panel(
+        "table",
+        title,
+        description,
+        [t],
+        field_defaults("short", GREEN, "palette-classic"),
+        options,
+        w,
+        8,
+        transformations=[
+            # The exemplar frame is the one with trace ids; the series frame drops out.
+            {"id": "filterFieldsByName", "options": {"include": {"names": keep}}},
+            {"id": "merge", "options": {}},
+            {"id": "sortBy", "options": {"sort": [{"field": "Time", "desc": True}]}},
+        ],
+    )
+    cell.panel["fieldConfig"]["overrides"].append(
+        {
+            "matcher": {"id": "byName", "options": "trace_id"},
+            "properties": [{"id": "links", "value": trace_links()}],
+        }
+    )
+    return cell
+
+
 def row(title: str) -> Cell:
     return Cell({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
 
@@ -439,6 +544,28 @@ JUDGE_VAR = query_var(
     "Judge model",
     'label_values(sidecar_rubric_info{rubric=~"$rubric"}, judge_model)',
 )
+
+
+def trace_backend_var() -> dict[str, Any]:
+    """Where trace links go: the uid of the Tempo or Jaeger data source (tempo, jaeger)."""
+    options = [
+        {"selected": name == "jaeger", "text": name, "value": name} for name in ("tempo", "jaeger")
+    ]
+    return {
+        "type": "custom",
+        "name": "trace_backend",
+        "label": "Trace backend",
+        "description": "Data source uid of the trace backend the exemplar links open (tempo or jaeger).",
+        "query": "tempo,jaeger",
+        "current": {"selected": True, "text": "jaeger", "value": "jaeger"},
+        "options": options,
+        "includeAll": False,
+        "multi": False,
+        "hide": 0,
+    }
+
+
+TRACE_BACKEND_VAR = trace_backend_var()
 
 
 def annotation(name: str, color: str, expr: str, title: str, tags: str) -> dict[str, Any]:
@@ -543,6 +670,23 @@ def dashboard(
         "templating": {"list": [datasource_var(), *variables]},
         "panels": layout(cells),
     }
+
+
+# Pass-rate and failure panels of the quality dashboard: exemplars on, trace ids linked.
+EXEMPLAR_PANELS = frozenset(
+    {
+        "Cases per minute by outcome",
+        "Outcome shares",
+        "Acceptable share by scope",
+        "Acceptable share by agent version",
+        "Acceptable share by rubric version and judge model",
+        "Errored share by rubric version and judge model",
+        "Criterion pass rate by rubric version and judge model",
+        "Criterion ERROR rate",
+        "Check pass rate by rubric version",
+        "Check ERROR rate",
+    }
+)
 
 
 def quality() -> Board:
@@ -791,11 +935,21 @@ def quality() -> Board:
             "Cases",
         ),
     ]
+    panels = [with_exemplars(c) if c.panel["title"] in EXEMPLAR_PANELS else c for c in panels]
+    failing = recent_failing_traces(
+        "Recent failing traces",
+        "The latest unacceptable case of each series, as the exemplars of sidecar_cases_total carry it: when, which rubric, the trace id and the verdict span id. Click a trace id to open the trace in the backend the trace_backend variable names (Tempo by TraceQL, Jaeger by trace id), or the failing verdict spans by tag search in Jaeger.",
+        sum_increase_unacceptable(),
+    )
+    outcomes_end = next(
+        i for i, c in enumerate(panels) if c.panel["title"] == "Cases per minute by scope"
+    )
+    panels.insert(outcomes_end + 1, failing)
     return dashboard(
         "sidecar-quality",
         "sidecar / Quality",
-        "Verdict outcomes, criterion and check pass rates, with agent drift beside judge drift.",
-        [RUBRIC_VAR, AGENT_VAR, JUDGE_VAR],
+        "Verdict outcomes, criterion and check pass rates, with agent drift beside judge drift; exemplars link failing verdicts to their traces.",
+        [RUBRIC_VAR, AGENT_VAR, JUDGE_VAR, TRACE_BACKEND_VAR],
         panels,
         [RUBRIC_CHANGE, JUDGE_MODEL_VERSION, AGENT_VERSION, SIDECAR_DEPLOYED],
     )
@@ -1018,6 +1172,7 @@ def judge_health() -> Board:
 
 def pipeline() -> Board:
     lag = "max by (partition) (sidecar_consumer_lag)"
+    decisions = "sidecar_trace_decisions_total"
     panels: list[Cell] = [
         row("Health"),
         stat(
@@ -1046,6 +1201,22 @@ def pipeline() -> Board:
             (f"sum(increase(sidecar_dead_letters_total[{RANGE}]))", "dead letters"),
             unit="short",
             steps=[("green", None), ("orange", 1)],
+        ),
+        row("Why traces were (not) evaluated"),
+        bargauge(
+            "Trace decisions in the range (funnel)",
+            "Every trace read ends on exactly one path, so the bars add up to the traces read: evaluated (the judge answered), judge_failed, breaker_open, internal_error, fragment, not_captured, over_budget, sampled_out, judge_off, checks_only, conversation, no_rubric, evicted, revoked; dead_lettered counts input records that could not be read.",
+            (f"sort_desc({agg(['decision'])} (increase({decisions}[{RANGE}])))", "{{decision}}"),
+            unit="short",
+            steps=[("blue", None)],
+            hi=None,
+        ),
+        timeseries(
+            "Trace decisions per minute",
+            "The same decisions over time, stacked: a rise of sampled_out, over_budget or breaker_open explains a drop in evaluated traces.",
+            (per_minute(decisions, by=["decision"]), "{{decision}}"),
+            unit="cpm",
+            stack=True,
         ),
         row("Throughput"),
         timeseries(

@@ -62,6 +62,18 @@ class TracePlanned:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceDecided:
+    """``count`` traces (or dead-lettered records) ended on path ``decision``.
+
+    A value of :class:`sidecar.evaluate.decision.Decision`; every trace read is
+    reported exactly once.
+    """
+
+    decision: str
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class SelfPreference:
     """A judged case whose judge model is of the agent model's family."""
 

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sidecar.evaluate.decision import Decision
 from tests import realparts
 from tests.dashboard_queries import (
     ALL_QUERIES,
@@ -56,6 +57,7 @@ SIDECAR_METRICS: dict[str, set[str]] = {
         "scope",
     },
     "sidecar_check_results_total": {"rubric", "rubric_version", "check", "outcome", "scope"},
+    "sidecar_trace_decisions_total": {"decision"},
     "sidecar_criterion_verdicts_total": {
         "rubric",
         "rubric_version",
@@ -283,7 +285,7 @@ def test_panels_have_units_and_descriptions(path: Path) -> None:
 
 
 REQUIRED_VARIABLES = {
-    "quality": {"datasource", "rubric", "agent", "judge_model"},
+    "quality": {"datasource", "rubric", "agent", "judge_model", "trace_backend"},
     "judge-health": {"datasource", "rubric", "judge_model"},
     "pipeline": {"datasource", "rubric"},
 }
@@ -295,7 +297,10 @@ def test_variables_declared_and_used(path: Path) -> None:
     declared = {v["name"] for v in board["templating"]["list"]}
     assert declared == REQUIRED_VARIABLES[path.stem]
     exprs = [q.expr for q in panel_queries(path)]
-    used = {m for e in exprs for m in re.findall(r"\$\{?(\w+)\}?", e)}
+    # Trace links use variables too (trace_backend); Grafana's own (__value) are not declared.
+    urls = [link["url"] for link in link_urls(board)]
+    found = {m for e in [*exprs, *urls] for m in re.findall(r"\$\{?(\w+)\}?", e)}
+    used = {m for m in found if not m.startswith("__") or m in GRAFANA_BUILTINS}
     assert used - GRAFANA_BUILTINS <= declared, "query uses an undeclared variable"
     for name in declared - {"datasource"}:
         assert name in used, f"variable {name} filters no panel"
@@ -484,3 +489,126 @@ def test_compose_provisions_these_files() -> None:
     assert f"../dashboards:{path}:ro" in volumes
     assert any(v.startswith("../dashboards/provisioning/datasources.yaml:") for v in volumes)
     assert any(v.startswith("../dashboards/provisioning/dashboards.yaml:") for v in volumes)
+
+
+# -- exemplars and trace links ---------------------------------------------------------------
+
+
+def link_urls(board: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every data link of every field override of the board's panels."""
+    return [
+        link
+        for panel in board["panels"]
+        for override in panel.get("fieldConfig", {}).get("overrides", [])
+        for prop in override["properties"]
+        if prop["id"] == "links"
+        for link in prop["value"]
+    ]
+
+
+def trace_id_links(panel: dict[str, Any]) -> list[dict[str, Any]]:
+    (override,) = [
+        o
+        for o in panel["fieldConfig"]["overrides"]
+        if o["matcher"] == {"id": "byName", "options": "trace_id"}
+    ]
+    (links,) = [p["value"] for p in override["properties"] if p["id"] == "links"]
+    return list(links)
+
+
+def explore_query(url: str) -> tuple[str, dict[str, Any]]:
+    """The data source and query an Explore link opens (variables left as Grafana sees them)."""
+    parsed = urllib.parse.urlparse(url)
+    assert parsed.path == "/explore"
+    (panes,) = urllib.parse.parse_qs(parsed.query)["panes"]
+    (pane,) = json.loads(panes).values()
+    (query,) = pane["queries"]
+    assert query["datasource"]["uid"] == pane["datasource"]
+    return pane["datasource"], query
+
+
+PASS_AND_FAILURE_PANELS = {
+    "Cases per minute by outcome",
+    "Outcome shares",
+    "Acceptable share by scope",
+    "Acceptable share by agent version",
+    "Acceptable share by rubric version and judge model",
+    "Errored share by rubric version and judge model",
+    "Criterion pass rate by rubric version and judge model",
+    "Criterion ERROR rate",
+    "Check pass rate by rubric version",
+    "Check ERROR rate",
+    "Recent failing traces",
+}
+
+
+def test_pass_rate_and_failure_panels_show_exemplars_linked_to_the_trace() -> None:
+    board = load(DASHBOARD_DIR / "quality.json")
+    panels = {p["title"]: p for p in board["panels"]}
+    assert set(PASS_AND_FAILURE_PANELS) <= set(panels)
+    for title in PASS_AND_FAILURE_PANELS:
+        panel = panels[title]
+        assert all(t["exemplar"] is True for t in panel["targets"]), title
+        chosen, tempo, jaeger = trace_id_links(panel)
+        # The first link goes where the trace_backend variable says, by trace id.
+        source, query = explore_query(chosen["url"])
+        assert (source, query["query"]) == ("${trace_backend}", "${__value.raw}"), title
+        assert "${trace_backend}" in chosen["title"]
+        source, query = explore_query(tempo["url"])
+        assert source == "tempo"
+        assert query == {
+            "refId": "A",
+            "datasource": {"uid": "tempo"},
+            "queryType": "traceql",
+            "query": '{ trace:id = "${__value.raw}" }',
+        }
+        source, query = explore_query(jaeger["url"])
+        assert (source, query["queryType"], query["service"]) == ("jaeger", "search", "sidecar")
+        assert "eval.outcome=unacceptable" in query["tags"]
+    # Panels about other things do not pretend to link to traces.
+    for title, panel in panels.items():
+        if title not in PASS_AND_FAILURE_PANELS and panel["type"] != "row":
+            assert not any(t.get("exemplar") for t in panel["targets"]), title
+
+
+def test_the_trace_backend_variable_names_tempo_or_jaeger() -> None:
+    board = load(DASHBOARD_DIR / "quality.json")
+    (variable,) = [v for v in board["templating"]["list"] if v["name"] == "trace_backend"]
+    assert variable["type"] == "custom"
+    assert [o["value"] for o in variable["options"]] == ["tempo", "jaeger"]
+    assert variable["current"]["value"] in {"tempo", "jaeger"}
+
+
+def test_recent_failing_traces_lists_unacceptable_exemplars_newest_first() -> None:
+    board = load(DASHBOARD_DIR / "quality.json")
+    (panel,) = [p for p in board["panels"] if p["title"] == "Recent failing traces"]
+    assert panel["type"] == "table"
+    (target,) = panel["targets"]
+    assert 'outcome="unacceptable"' in target["expr"]
+    assert metric_names(target["expr"]) == {"sidecar_cases_total"}
+    kept = next(t for t in panel["transformations"] if t["id"] == "filterFieldsByName")
+    assert {"trace_id", "span_id", "Time"} <= set(kept["options"]["include"]["names"])
+
+
+def test_the_pipeline_funnel_shows_every_decision() -> None:
+    board = load(DASHBOARD_DIR / "pipeline.json")
+    panels = {p["title"]: p for p in board["panels"]}
+    funnel = panels["Trace decisions in the range (funnel)"]
+    (target,) = funnel["targets"]
+    assert metric_names(target["expr"]) == {"sidecar_trace_decisions_total"}
+    assert "by (decision)" in target["expr"]
+    for decision in Decision:
+        assert decision.value in funnel["description"], decision
+
+
+def test_exemplars_link_to_the_trace_backend_in_provisioning() -> None:
+    data = yaml.safe_load(
+        (DASHBOARD_DIR / "provisioning" / "datasources.yaml").read_text(encoding="utf-8")
+    )
+    (prometheus,) = [d for d in data["datasources"] if d["type"] == "prometheus"]
+    destinations = prometheus["jsonData"]["exemplarTraceIdDestinations"]
+    uids = {d["uid"] for d in data["datasources"]}
+    assert destinations
+    for destination in destinations:
+        assert destination["name"] == "trace_id"
+        assert destination["datasourceUid"] in uids

@@ -59,6 +59,7 @@ from sidecar.engine.deliver import DeliveryStats
 from sidecar.engine.flight import FlightStats
 from sidecar.engine.partitions import EngineStats
 from sidecar.engine.traces import TraceStats
+from sidecar.evaluate.decision import Decision
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import AssemblerStats
@@ -87,6 +88,7 @@ from sidecar.telemetry import (
     SelfPreference,
     StateRestored,
     StateWritten,
+    TraceDecided,
     TracePlanned,
     TurnRead,
     TurnsPublished,
@@ -320,6 +322,16 @@ class Metrics:
         )
 
         # Pipeline
+        self.trace_decisions = Counter(
+            "sidecar_trace_decisions_total",
+            "Traces read, by the one path each took (closed set: "
+            + "|".join(Decision)
+            + "); they add up to the traces read, dead_lettered counting records.",
+            ["decision"],
+            registry=r,
+        )
+        for decision in Decision:
+            self.trace_decisions.labels(decision=decision.value)
         self.flagged_traces = Counter(
             "sidecar_flagged_traces_total",
             "Traces evaluated with evidence flagged incomplete or suspect, by flag "
@@ -514,6 +526,10 @@ class Metrics:
                     record_sampling(self, case.rubric, case.decision, case.reason)
                     if case.injection_suspected:
                         self.injection_suspected.labels(rubric=case.rubric).inc()
+            case TraceDecided():
+                self.trace_decisions.labels(decision=Decision(event.decision).value).inc(
+                    event.count
+                )
             case SelfPreference():
                 self.self_preference.labels(
                     rubric=event.rubric, judge_model=event.judge_model

@@ -108,6 +108,9 @@ def _print_summary(summary: ReplaySummary, *, judge_on: bool) -> None:
         f"{summary.unrouted_traces} traces matched no rubric",
         file=err,
     )
+    if summary.decisions:
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(summary.decisions.items()))
+        print(f"replay: trace decisions ({decisions})", file=err)
     if summary.logs:
         print(
             f"replay: {summary.logs} log records; "

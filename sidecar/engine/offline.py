@@ -48,6 +48,7 @@ from sidecar.conversation.group import group_conversations
 from sidecar.conversation.turn_builder import turn_records
 from sidecar.errors import ConfigError, DecodeError, SidecarError
 from sidecar.evaluate.capture import CaptureWarnings
+from sidecar.evaluate.decision import Decision, trace_decision
 from sidecar.evaluate.pipeline import Fault, case_flags, judge_cases, plan
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
@@ -85,6 +86,11 @@ class ReplaySummary:
     capture_warnings: CaptureWarnings = field(default_factory=CaptureWarnings, repr=False)
     conversations: int = 0
     turns_without_key: int = 0
+    # Traces by the one path each took (sidecar.evaluate.decision): they add up to ``traces``.
+    decisions: dict[str, int] = field(default_factory=dict)
+
+    def decided(self, decision: Decision) -> None:
+        self.decisions[decision.value] = self.decisions.get(decision.value, 0) + 1
 
     def fault(self, fault: Fault) -> None:
         self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
@@ -275,10 +281,13 @@ async def stream_verdicts(
                 summary.unrouted_traces += 1
             judged = await judge_cases(cases, judge, on_fault=summary.fault)
             verdicts = [decided_after(v, decision_wait_s) for v in judged]
+            turn = bool(records or without_key)
+            summary.decided(trace_decision(verdicts, trace.reason, turn=turn))
         # The pipeline isolates faults per case; this is the last resort, and the replay goes on.
         except Exception as exc:
             log.exception("evaluating trace %s failed; it has no verdict", trace.trace_id)
             summary.fault(Fault("evaluate", type(exc).__name__))
+            summary.decided(Decision.INTERNAL_ERROR)
         return verdicts
 
     async def evaluate(index: int, trace: Trace) -> None:

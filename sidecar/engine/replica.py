@@ -166,6 +166,7 @@ class Service:
             decoder=decoder,
             log_decoder=log_decoder,
             clock=clock,
+            telemetry=self.telemetry,
         )
         self.traces = PartitionEngine(
             "traces",

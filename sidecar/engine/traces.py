@@ -34,6 +34,7 @@ from sidecar.engine.emit import Emitter
 from sidecar.errors import DecodeError
 from sidecar.evaluate.capture import CaptureWarnings
 from sidecar.evaluate.checks import run_checks
+from sidecar.evaluate.decision import Decision, trace_decision
 from sidecar.evaluate.pipeline import (
     Case,
     Fault,
@@ -60,6 +61,7 @@ from sidecar.telemetry import (
     NullTelemetry,
     SelfPreference,
     Telemetry,
+    TraceDecided,
     TracePlanned,
 )
 from sidecar.text import clipped
@@ -95,8 +97,10 @@ class TraceBuffer:
         decoder: Decoder,
         log_decoder: LogDecoder,
         clock: Callable[[], float],
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.assembler = assembler
+        self.telemetry: Telemetry = telemetry if telemetry is not None else NullTelemetry()
         self.handover = handover
         self.spans_topic = spans_topic
         self.logs_topic = logs_topic or None
@@ -108,12 +112,19 @@ class TraceBuffer:
 
     async def add(self, record: Record, now: float) -> Sequence[Trace]:
         if record.value is None:
+            self.telemetry.event(TraceDecided(Decision.DEAD_LETTERED))
             raise DecodeError("empty", "record has no value")
         ref = RecordRef(record.partition, record.offset)
-        if self.logs_topic is not None and record.topic == self.logs_topic:
-            early = self.assembler.add_logs(self.log_decoder(record.value, self.encoding), now, ref)
-        else:
-            early = self.assembler.add(self.decoder(record.value, self.encoding), now, ref)
+        try:
+            if self.logs_topic is not None and record.topic == self.logs_topic:
+                decoded = self.log_decoder(record.value, self.encoding)
+                early = self.assembler.add_logs(decoded, now, ref)
+            else:
+                early = self.assembler.add(self.decoder(record.value, self.encoding), now, ref)
+        # Whatever add raises, the engine dead-letters the record: its one decision.
+        except Exception:
+            self.telemetry.event(TraceDecided(Decision.DEAD_LETTERED))
+            raise
         return self._decided(early)
 
     def due(self, now: float, limit: int) -> Sequence[Trace]:
@@ -137,7 +148,10 @@ class TraceBuffer:
 
     def drop_partitions(self, partitions: set[int]) -> int:
         self.handover.drop_partitions(partitions)
-        return len(self.assembler.drop_partitions(partitions))
+        dropped = len(self.assembler.drop_partitions(partitions))
+        if dropped:
+            self.telemetry.event(TraceDecided(Decision.REVOKED, dropped))
+        return dropped
 
     def _decided(self, traces: Sequence[Trace]) -> list[Trace]:
         now = self.clock()
@@ -234,6 +248,7 @@ class TraceWork:
                 )
             # A bug in one trace stays with that trace.
             except Exception as exc:  # noqa: BLE001
+                self.telemetry.event(TraceDecided(Decision.INTERNAL_ERROR))
                 planned.append(exc)
         return planned
 
@@ -312,7 +327,10 @@ class TraceWork:
         records: list[OutRecord] = []
         for case, verdict in zip(cases, verdicts, strict=True):
             records.extend(self.emitter.verdict(verdict, case.transcript))
-        records.extend(self.emitter.turns(trace, transcript))
+        turns = self.emitter.turns(trace, transcript)
+        records.extend(turns)
+        decision = trace_decision(verdicts, trace.reason, turn=bool(turns))
+        self.telemetry.event(TraceDecided(decision))
         return records
 
     def _lost(self, trace: Trace, exc: BaseException) -> None:
@@ -324,6 +342,7 @@ class TraceWork:
             exc_info=(type(exc), exc, exc.__traceback__),
         )
         self.telemetry.event(FaultRaised("evaluate"))
+        self.telemetry.event(TraceDecided(Decision.INTERNAL_ERROR))
 
     def _note(self, transcript: Transcript, cases: Sequence[Case]) -> None:
         """Telemetry and warnings of a planned trace."""
