@@ -7,6 +7,11 @@ the cluster holds (read by :mod:`sidecar.adapters.kafka_admin`). Used by
 Co-partitioned topics must have equal partition counts: the spans and logs topics
 (a trace's spans and log records must reach the same replica), and the turns and
 conversation state topics (a conversation's state lives in the partition of its turns).
+
+Not every topic is needed by every command: :func:`for_run` keeps those ``sidecar run``
+uses with the rubrics it loaded (the conversation topics only when some rubric has
+``scope: conversation``; never the backfill verdict topic), :func:`for_backfill` those
+``sidecar backfill`` uses.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sidecar.evaluate.rubric import Rubric
 from sidecar.settings import Settings, topics_in_use
 
 __all__ = [
@@ -23,6 +29,8 @@ __all__ = [
     "DEFAULT_REPLICATION",
     "TopicSpec",
     "TopicState",
+    "for_backfill",
+    "for_run",
     "missing_message",
     "plan",
     "problems",
@@ -50,6 +58,23 @@ _ROLES: Mapping[str, str] = {
     "conversations.state_topic": "internal: decided conversations (compacted)",
 }
 
+RUN = "run"
+BACKFILL = "backfill"
+
+# Which commands use each topic; the others are used by `sidecar run` only.
+_USED_BY: Mapping[str, tuple[str, ...]] = {
+    "kafka.topic": (RUN, BACKFILL),
+    "kafka.dead_letter_topic": (RUN, BACKFILL),
+    "kafka.backfill_verdict_topic": (BACKFILL,),
+}
+
+# The condition under which `sidecar run` uses a topic, beyond its setting being on.
+CONVERSATION_RUBRICS = "a scope: conversation rubric"
+_WHEN: Mapping[str, str] = {
+    "conversations.topic": CONVERSATION_RUBRICS,
+    "conversations.state_topic": CONVERSATION_RUBRICS,
+}
+
 _CONFIGS: Mapping[str, Mapping[str, str]] = {
     "conversations.state_topic": {"cleanup.policy": "compact"},
 }
@@ -66,6 +91,14 @@ class TopicSpec:
     configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     group: str | None = None  # co-partition group
     role: str = ""
+    used_by: tuple[str, ...] = (RUN,)  # the commands that use it
+    when: str = ""  # the condition under which `run` uses it, if any
+
+    def used_by_text(self) -> str:
+        """``run``, ``backfill``, ``run, backfill``, or ``run (with ...)``, for `topics plan`."""
+        return ", ".join(
+            f"{c} (with {self.when})" if c == RUN and self.when else c for c in self.used_by
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +129,25 @@ def plan(
             configs=dict(_CONFIGS.get(name, {})),
             group=_group_of(name),
             role=_ROLES.get(name, ""),
+            used_by=_USED_BY.get(name, (RUN,)),
+            when=_WHEN.get(name, ""),
         )
         for name, topic in topics_in_use(settings)
     ]
+
+
+def for_run(specs: Sequence[TopicSpec], rubrics: Sequence[Rubric]) -> list[TopicSpec]:
+    """The topics `sidecar run` uses with ``rubrics``: the conversation topics only when
+    some rubric has ``scope: conversation`` (else the conversation stage does not start)."""
+    conversational = any(r.conversational is not None for r in rubrics)
+    return [
+        s for s in specs if RUN in s.used_by and (s.when != CONVERSATION_RUBRICS or conversational)
+    ]
+
+
+def for_backfill(specs: Sequence[TopicSpec]) -> list[TopicSpec]:
+    """The topics `sidecar backfill` uses: the spans, the dead letters, its verdicts."""
+    return [s for s in specs if BACKFILL in s.used_by]
 
 
 def problems(specs: Sequence[TopicSpec], found: Mapping[str, TopicState]) -> list[str]:

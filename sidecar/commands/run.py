@@ -37,7 +37,7 @@ from sidecar.errors import ConfigError, SidecarError, UsageError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import ConsumerLag
-from sidecar.topic_plan import missing_message, plan, problems
+from sidecar.topic_plan import for_run, missing_message, plan, problems
 
 
 def register(sub: Any) -> None:
@@ -71,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
                 logging.getLogger("sidecar").warning("%s", fingerprint.message)
     if workers > 1:
         # Settings and rubrics are valid (checked above), and so are the topics: start the workers.
-        if index is None and not asyncio.run(_startup_check(settings, args.config)):
+        if index is None and not asyncio.run(_startup_check(settings, rubrics, args.config)):
             logging.getLogger("sidecar").info("stopped during start-up")
             return 0
         supervisor = Supervisor(settings, worker_command(args.config, level, log_format), workers)
@@ -116,7 +116,7 @@ def handle(args: argparse.Namespace) -> int:
     bridge = StatsBridge(metrics, exemplar_dir=exemplar_dir) if index is not None else None
     started = time.monotonic()
     # A worker's supervisor checked the topics already.
-    check = (settings, args.config) if index is None else None
+    check = (settings, rubrics, args.config) if index is None else None
     asyncio.run(
         _run(service, server, canaries, bridge, orphan_watch=index is not None, check=check)
     )
@@ -125,9 +125,13 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _topics_ready(settings: Settings, config: Path | None) -> None:
-    """Every topic in use exists and co-partitioned ones agree, else one ConfigError line."""
-    specs = plan(settings)
+async def _topics_ready(settings: Settings, rubrics: list[Rubric], config: Path | None) -> None:
+    """Every topic `run` uses exists and co-partitioned ones agree, else one ConfigError line.
+
+    Only the topics this run uses: not the backfill's, and the conversation topics only
+    when some loaded rubric has ``scope: conversation``.
+    """
+    specs = for_run(plan(settings), rubrics)
     async with admin(settings.kafka) as client:
         found = await describe(client, settings.kafka, [s.name for s in specs])
     if any(state.error == "missing" for state in found.values()):
@@ -141,11 +145,14 @@ async def _topics_ready(settings: Settings, config: Path | None) -> None:
 
 
 async def _startup_check(
-    settings: Settings, config: Path | None, stop: asyncio.Event | None = None
+    settings: Settings,
+    rubrics: list[Rubric],
+    config: Path | None,
+    stop: asyncio.Event | None = None,
 ) -> bool:
     """Run the topic check; False when SIGTERM or SIGINT came first (nothing started)."""
     stop = stop or _stop_on_signals()
-    check = asyncio.create_task(_topics_ready(settings, config))
+    check = asyncio.create_task(_topics_ready(settings, rubrics, config))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({check, stopped}, return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
@@ -234,7 +241,7 @@ async def _run(
     bridge: StatsBridge | None = None,
     *,
     orphan_watch: bool = False,
-    check: tuple[Settings, Path | None] | None = None,
+    check: tuple[Settings, list[Rubric], Path | None] | None = None,
 ) -> None:
     stop = _stop_on_signals()
     await server.start()

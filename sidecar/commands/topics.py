@@ -1,9 +1,11 @@
 """``sidecar topics plan|create|check --config FILE``: the Kafka topics a configuration uses.
 
-``plan`` prints every topic (inputs, outputs, dead letters, review and labels, turns
-and the compacted conversation state, backfill) with the setting naming it, the
-partitions, the replication, the configs it needs and its co-partition group; it
-does not connect to Kafka. ``create`` creates the missing ones through the admin API
+``plan`` prints every topic the configuration may use (inputs, outputs, dead letters,
+review and labels, turns and the compacted conversation state, backfill) with the
+setting naming it, the partitions, the replication, the configs it needs, its
+co-partition group and the commands that use it (``run``, ``backfill``; the
+conversation topics only with a ``scope: conversation`` rubric); it does not connect
+to Kafka. ``create`` creates the missing ones through the admin API
 with the same security settings as the service, leaving existing ones alone (run it
 again: nothing changes); a topic missing from a co-partition group whose partner
 exists gets the partner's partition count. ``check`` verifies that every topic
@@ -70,11 +72,31 @@ def _configs(spec: TopicSpec) -> str:
 def handle_plan(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     specs = _specs(args, settings)
-    rows = [("TOPIC", "SETTING", "PARTITIONS", "REPLICATION", "CONFIGS", "CO-PARTITIONED", "ROLE")]
+    rows = [
+        (
+            "TOPIC",
+            "SETTING",
+            "PARTITIONS",
+            "REPLICATION",
+            "CONFIGS",
+            "CO-PARTITIONED",
+            "USED BY",
+            "ROLE",
+        )
+    ]
     for s in specs:
         replication = str(s.replication) if s.replication else f"{DEFAULT_REPLICATION}*"
         rows.append(
-            (s.name, s.field, str(s.partitions), replication, _configs(s), s.group or "-", s.role)
+            (
+                s.name,
+                s.field,
+                str(s.partitions),
+                replication,
+                _configs(s),
+                s.group or "-",
+                s.used_by_text(),
+                s.role,
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:

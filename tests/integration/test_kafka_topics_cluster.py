@@ -14,6 +14,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from sidecar.cli import main
 from sidecar.logs import configure
 from tests.integration.cluster import admin_client, cluster, create_topics
+from tests.integration.harness import SHOP_RUBRIC
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.kafka]
@@ -209,3 +212,69 @@ async def test_a_flood_of_aiokafka_errors_is_one_line_per_window() -> None:
     assert len(flood) >= 10, f"aiokafka logged only {len(flood)} lines: nothing to hold back"
     assert 1 <= len(written) <= 4, written  # 5 s at one line per 2 s window
     assert any("more like this in the last 2s" in line for line in written[1:]), written
+
+
+def test_run_needs_only_the_topics_it_uses(tmp_path: Path) -> None:
+    """Without a ``scope: conversation`` rubric the conversation topics are not needed, and
+    the backfill's verdict topic never is; with such a rubric, the two are named missing."""
+    prefix = f"tp-{uuid.uuid4().hex[:8]}"
+    config = config_for(tmp_path, prefix)
+    settings = yaml.safe_load(config.read_text())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings["metrics"]["port"] = port
+    rubrics = tmp_path / "rubrics"
+    rubrics.mkdir()
+    (rubrics / "shop.yaml").write_text(SHOP_RUBRIC)
+    settings["rubrics_dir"] = str(rubrics)
+    config.write_text(yaml.safe_dump(settings))
+    run_topics = ["spans", "logs", "dlq", "verdicts", "review", "labels"]
+    asyncio.run(create_topics([f"{prefix}.{t}" for t in run_topics], partitions=1))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while http_status(port, "/readyz") != 200:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "not ready within 60 s"
+            time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "missing" not in err
+
+    (rubrics / "refund.yaml").write_text(
+        "id: refund-conversation\nversion: '1'\nscope: conversation\n"
+        "conversation: {idle_timeout_s: 60}\nchecks: []\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "sidecar", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(),
+        cwd=REPO,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"sidecar: 2 Kafka topics missing: {prefix}.turns (conversations.topic), "
+        f"{prefix}.state (conversations.state_topic); create them with "
+        f"`sidecar topics create --config {config}` (or turn off what uses them)"
+    )
+
+
+def http_status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
