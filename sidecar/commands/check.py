@@ -21,8 +21,9 @@ from sidecar.commands._wiring import JudgeState, judge_configured, judge_credent
 from sidecar.drift.canary_schedule import load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.errors import ConfigError
-from sidecar.evaluate.rubric import Scope, load_rubrics
-from sidecar.settings import Settings, conversation_group, load_settings, topics_in_use
+from sidecar.evaluate.rubric import Rubric, Scope, load_rubrics
+from sidecar.settings import Settings, conversation_group, load_settings
+from sidecar.topic_plan import for_run, plan
 
 
 def register(sub: Any) -> None:
@@ -69,7 +70,7 @@ def handle(args: argparse.Namespace) -> int:
         running = "" if judge_on else "; not run while the judge is off"
         print(f"canary sets: {len(sets)} valid: {names}{running}")
     conversations = any(r.scope is Scope.CONVERSATION for r in rubrics)
-    for line in _kafka_lines(settings, conversations=conversations):
+    for line in _kafka_lines(settings, rubrics, conversations=conversations):
         print(line)
     metrics = settings.metrics
     print(f"metrics: http://{metrics.host}:{metrics.port}/metrics (and /healthz, /readyz)")
@@ -91,7 +92,7 @@ def _judge_line(settings: Settings, state: JudgeState) -> str:
             )
 
 
-def _kafka_lines(settings: Settings, *, conversations: bool) -> list[str]:
+def _kafka_lines(settings: Settings, rubrics: list[Rubric], *, conversations: bool) -> list[str]:
     kafka = settings.kafka
     lines = [
         f"kafka: {kafka.bootstrap_servers} over {kafka.security_protocol}, "
@@ -101,8 +102,16 @@ def _kafka_lines(settings: Settings, *, conversations: bool) -> list[str]:
             if conversations and settings.conversations.enabled
             else ""
         ),
-        "topics (create them before run; every one must exist):",
+        "topics (`sidecar topics create` makes the missing ones):",
     ]
-    for field, topic in topics_in_use(settings):
-        lines.append(f"  {topic:<28} {field}")
+    specs = plan(settings)
+    needed = {spec.name for spec in for_run(specs, rubrics)}
+    for spec in specs:
+        if spec.name in needed:
+            use = "used by run"
+        elif "run" in spec.used_by:
+            use = f"not used now; run uses it with {spec.when}".rstrip()
+        else:
+            use = f"used by {', '.join(spec.used_by)}"
+        lines.append(f"  {spec.name:<28} {spec.field:<30} {use}")
     return lines
