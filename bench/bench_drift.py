@@ -48,19 +48,29 @@ from sidecar.drift.attribute import DriftMonitor, DriftSettings, Observation  # 
 from sidecar.model import Outcome  # noqa: E402
 from tests.drift_streams import T0, Scenario, observations  # noqa: E402
 
-LOW = {"per_min": 3.0, "canary_per_min": 1.0, "change_s": 12 * 3600.0, "hours": 36.0}
-HIGH = {"per_min": 30.0, "canary_per_min": 2.0, "change_s": 8 * 3600.0, "hours": 16.0}
+
+def _low(name: str, agent_drop: float = 0.0, judge_strict: float = 0.0) -> Scenario:
+    return Scenario(
+        name, 36.0, 12 * 3600.0, 3.0, 1.0, agent_drop=agent_drop, judge_strict=judge_strict
+    )
+
+
+def _high(name: str, agent_drop: float = 0.0, judge_strict: float = 0.0) -> Scenario:
+    return Scenario(
+        name, 16.0, 8 * 3600.0, 30.0, 2.0, agent_drop=agent_drop, judge_strict=judge_strict
+    )
+
 
 SCENARIOS = [
-    Scenario("drift-free, low volume", **LOW),
-    Scenario("drift-free, high volume", **HIGH),
-    Scenario("agent -0.05", agent_drop=0.05, **HIGH),
-    Scenario("agent -0.10", agent_drop=0.10, **HIGH),
-    Scenario("agent -0.20", agent_drop=0.20, **HIGH),
-    Scenario("agent -0.10, low volume", agent_drop=0.10, **LOW),
-    Scenario("judge bump", judge_strict=0.2, **HIGH),
-    Scenario("judge bump, low volume", judge_strict=0.2, **LOW),
-    Scenario("agent -0.10 + judge bump", agent_drop=0.10, judge_strict=0.2, **HIGH),
+    _low("drift-free, low volume"),
+    _high("drift-free, high volume"),
+    _high("agent -0.05", agent_drop=0.05),
+    _high("agent -0.10", agent_drop=0.10),
+    _high("agent -0.20", agent_drop=0.20),
+    _low("agent -0.10, low volume", agent_drop=0.10),
+    _high("judge bump", judge_strict=0.2),
+    _low("judge bump, low volume", judge_strict=0.2),
+    _high("agent -0.10 + judge bump", agent_drop=0.10, judge_strict=0.2),
 ]
 METHODS = ("e-process", "z-test", "threshold")
 GUARD_S = DriftSettings().guard_s
@@ -144,9 +154,9 @@ def _classic(stream: Iterable[Observation]) -> tuple[Found, Found]:
         before[1] += len(dropped)
         main.trim(o.time)
         canary.trim(o.time)
-        if base[1] >= 1000 and _z(*base, main.hits, len(main.items)) >= Z:
+        if base[1] >= 1000 and _z(base[0], base[1], main.hits, len(main.items)) >= Z:
             z_agent.append(o.time)
-        if cbase[1] >= 400 and _z(*cbase, canary.hits, len(canary.items)) >= Z:
+        if cbase[1] >= 400 and _z(cbase[0], cbase[1], canary.hits, len(canary.items)) >= Z:
             z_judge.append(o.time)
         n = len(main.items)
         ok = before[1] > 0 and n >= 50 and main.hits / n < before[0] / before[1] - 0.10

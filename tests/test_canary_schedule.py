@@ -20,6 +20,7 @@ import yaml
 from sidecar.adapters.judge_backends import GeminiBackend
 from sidecar.adapters.prometheus import Metrics
 from sidecar.cli import main
+from sidecar.drift.attribute import StreamKey
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.errors import InputFileError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
@@ -314,3 +315,25 @@ def test_a_configured_canary_root_allows_files_beside_the_rubric_folder(
         load_sets(load_rubrics(folder), folder, 0.0)
     [canary] = load_sets(load_rubrics(folder), folder, 0.0, root=tmp_path)
     assert canary.rubric.id == "refund-canary"
+
+
+async def test_canary_runs_feed_the_judge_stream_of_the_drift_detectors(
+    canary_server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, _ = rubrics_dir
+    rig = Rig(canary_server, folder)
+    async with rig.service:
+        await rig.schedule.tick(0.0)
+        rig.clock.now = 3600.0
+        await rig.schedule.tick(3600.0)
+    streams = rig.metrics.drift.streams
+    correct = streams[StreamKey("refund-canary", "criterion", "correct_amount")]
+    # Ten canary cases, each with its human label, on the judge stream only.
+    assert correct.canaries
+    assert correct.judge.seen == 10
+    assert correct.passes.seen == 0
+    labels = {"rubric": "refund-canary", "criterion": "correct_amount", "stream": "judge"}
+    assert rig.value("sidecar_drift_evalue", **labels) == 1.0  # still in its baseline
+    where = {"rubric": "refund-canary", "criterion": "correct_amount"}
+    assert rig.value("sidecar_drift_attribution", cause="none", **where) == 1.0
+    assert rig.value("sidecar_drift_attribution", cause="judge", **where) == 0.0
