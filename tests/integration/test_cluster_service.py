@@ -225,15 +225,22 @@ async def test_a_rolling_restart_of_every_broker_loses_no_trace(tmp_path: Path) 
         prefix, tmp_path, extra={"kafka": {"delivery": {"operator_wait_s": 600}}}
     )
     with sidecar:
+        restarting = True
+        during = 0
 
         async def feed() -> None:
-            for start in range(1, total + 1, 50):
-                await produce(spans, records(range(start, min(start + 50, total + 1))))
-                await asyncio.sleep(0.3)
+            # Spread over the restarts (about 20 s a broker), then the rest at once.
+            nonlocal during
+            for start in range(1, total + 1, 25):
+                await produce(spans, records(range(start, min(start + 25, total + 1))))
+                if restarting:
+                    during = min(start + 24, total)
+                    await asyncio.sleep(0.8)
 
         feeding = asyncio.create_task(feed())
         for broker in cluster().broker_ids:
             await restart_broker(broker)
+        restarting = False
         await feeding
         found = await read_all(f"{spans}.verdicts", expect=total, within=240)
         ids = trace_ids(found)
@@ -245,13 +252,15 @@ async def test_a_rolling_restart_of_every_broker_loses_no_trace(tmp_path: Path) 
         for record, tid in zip(found, ids, strict=True):
             keys.setdefault(tid, set()).add(bytes(record.key or b""))
         print(
-            f"rolling restart: {total} traces, {len(ids)} verdicts, {len(set(ids))} distinct, "
+            f"rolling restart: {total} traces ({during} produced during the restarts), "
+            f"{len(ids)} verdicts, {len(set(ids))} distinct, "
             f"{duplicates} duplicates, {len(lost)} lost; "
             f"dead letters {sidecar.metric('sidecar_dead_letters_total')}; "
             f"duplicate counter {sidecar.metric('sidecar_duplicate_verdicts_total')}; "
             f"most copies {max(Counter(ids).values())}"
         )
         assert not lost, sorted(lost)[:5]
+        assert during >= total // 2, "the restarts were over before half the traces"
         assert all(len(k) == 1 for k in keys.values())
         await wait_for(lambda: sidecar.http("/readyz")[0] == 200, within=60)
         assert sidecar.terminate(timeout=60) == 0
