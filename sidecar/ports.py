@@ -17,7 +17,8 @@ Records in and out:
   offset (no group, no commits).
 
 ``sidecar.adapters.kafka`` implements them on aiokafka; ``tests/fakes.py``
-in memory. A refused commit is not an error: ``commit`` returns False and a
+in memory. A reader the brokers refuse (an ACL) says so in ``access_refused``
+(:class:`AccessReporting`), waits and reads again. A refused commit is not an error: ``commit`` returns False and a
 later round commits again. ``start`` raises
 :class:`~sidecar.errors.SourceError` (or a more precise subclass) when the
 broker cannot be used.
@@ -28,10 +29,33 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import RecordRef
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRefused:
+    """Kafka refuses this principal an operation on a resource (an ACL), until granted.
+
+    ``resource`` is ``topic`` or ``group``; ``operation`` ``READ``, ``WRITE`` or
+    ``DESCRIBE``; ``message`` the whole sentence, with the setting naming the
+    resource and what to grant.
+    """
+
+    resource: str
+    name: str
+    operation: str
+    message: str
+
+
+@runtime_checkable
+class AccessReporting(Protocol):
+    """A client that says when the brokers refuse it access (readers of topics)."""
+
+    @property
+    def access_refused(self) -> AccessRefused | None: ...
 
 
 @dataclass(frozen=True, slots=True)

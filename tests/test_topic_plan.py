@@ -41,7 +41,9 @@ def test_run_needs_the_conversation_topics_with_a_conversation_rubric() -> None:
 
 
 def test_conversations_off_means_no_conversation_topics_even_with_the_rubric() -> None:
-    specs = plan(Settings(conversations={"enabled": False}, review={"enabled": False}))
+    specs = plan(
+        Settings.model_validate({"conversations": {"enabled": False}, "review": {"enabled": False}})
+    )
     needed = fields(for_run(specs, [conversation_rubric()]))
     assert not any(f.startswith(("conversations.", "review.")) for f in needed)
 

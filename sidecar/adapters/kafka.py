@@ -53,7 +53,7 @@ from aiokafka.structs import OffsetAndMetadata
 from sidecar.adapters.kafka_security import not_authorized, security_options, start_client
 from sidecar.adapters.workers import fair_share
 from sidecar.errors import DeliveryError, Refusal, SourceError
-from sidecar.ports import OutRecord, Position, RebalanceListener, Record
+from sidecar.ports import AccessRefused, OutRecord, Position, RebalanceListener, Record
 from sidecar.settings import KafkaSettings
 from sidecar.telemetry import ConsumerLag
 
@@ -128,9 +128,20 @@ class KafkaSource:
     metadata); ``settings.logs_topic``, when set, is read beside it.
     """
 
-    def __init__(self, settings: KafkaSettings, *, members: int = 1) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        members: int = 1,
+        fields: Mapping[str, str] | None = None,
+    ) -> None:
         self._settings = settings
         self._logs_topic = settings.logs_topic or None
+        # The setting that names each topic read, for the words of a refusal.
+        self._fields = dict(fields or {})
+        self._fields.setdefault(settings.topic, "kafka.topic")
+        if self._logs_topic:
+            self._fields.setdefault(self._logs_topic, "kafka.logs_topic")
         self.members = members
         self.assignments = 0
         self._consumer = AIOKafkaConsumer(
@@ -148,7 +159,7 @@ class KafkaSource:
         )
         self._paused = False
         # Why the brokers refuse to let this consumer read (an ACL), until they no longer do.
-        self.refused: str | None = None
+        self.access_refused: AccessRefused | None = None
         self._warned: tuple[str, float] | None = None
         # The next offset to read per partition of the first topic, from what was fetched.
         self._positions: dict[int, int] = {}
@@ -206,13 +217,15 @@ class KafkaSource:
             )
         except (GroupAuthorizationFailedError, TopicAuthorizationFailedError) as exc:
             # Nothing is read until an operator grants the ACL; then reading resumes.
-            self.refused = _read_refusal(
-                self._settings, exc, self._settings.group_id, "kafka.topic"
+            self.access_refused = _read_refusal(
+                self._settings, exc, self._settings.group_id, self._fields
             )
-            _warn_refused(self, self.refused)
+            _warn_refused(self, self.access_refused)
             await asyncio.sleep(self._settings.fetch_timeout_ms / 1000)
             return []
-        self.refused = None
+        self.access_refused = _hidden(self._settings, self._consumer, self._fields)
+        if self.access_refused is not None:
+            _warn_refused(self, self.access_refused)
         records: list[Record] = []
         first = self._settings.topic
         for tp, messages in batches.items():
@@ -292,18 +305,51 @@ class KafkaSource:
             self._paused = False
 
 
-def _read_refusal(settings: KafkaSettings, exc: KafkaError, group: str, topic_field: str) -> str:
+def _read_refusal(
+    settings: KafkaSettings, exc: KafkaError, group: str, fields: Mapping[str, str]
+) -> AccessRefused:
     if isinstance(exc, GroupAuthorizationFailedError):
-        return not_authorized(settings, "READ", "group", group, "kafka.group_id")
-    topic = str(exc.args[0]) if exc.args else "?"
-    return not_authorized(settings, "READ", "topic", topic, topic_field)
+        return AccessRefused(
+            "group",
+            group,
+            "READ",
+            not_authorized(settings, "READ", "group", group, "kafka.group_id"),
+        )
+    # aiokafka names the topic (a fetch) or a set of them (a commit).
+    named = exc.args[0] if exc.args else ""
+    found = sorted(named) if isinstance(named, set | frozenset) else [str(named)]
+    topic = next((t for t in found if t in fields), next(iter(fields), "?"))
+    return AccessRefused(
+        "topic",
+        topic,
+        "READ",
+        not_authorized(settings, "READ", "topic", topic, fields.get(topic, "kafka.topic")),
+    )
+
+
+def _hidden(
+    settings: KafkaSettings, consumer: AIOKafkaConsumer, fields: Mapping[str, str]
+) -> AccessRefused | None:
+    """A topic read that the brokers no longer describe to this principal (no DESCRIBE,
+    so no READ either): the group then has no partitions of it, and no fetch fails."""
+    unauthorized = consumer._client.cluster.unauthorized_topics
+    topic = next((t for t in fields if t in unauthorized), None)
+    if topic is None:
+        return None
+    return AccessRefused(
+        "topic",
+        topic,
+        "DESCRIBE",
+        not_authorized(settings, "DESCRIBE", "topic", topic, fields[topic]),
+    )
 
 
 # A refusal that lasts is logged again after this many seconds.
 _REFUSAL_LOG_INTERVAL_S = 30.0
 
 
-def _warn_refused(holder: KafkaSource | KafkaLabelSource, why: str) -> None:
+def _warn_refused(holder: KafkaSource | KafkaLabelSource, refused: AccessRefused) -> None:
+    why = refused.message
     now = asyncio.get_running_loop().time()
     last = holder._warned
     if last is None or last[0] != why or now - last[1] >= _REFUSAL_LOG_INTERVAL_S:
@@ -485,7 +531,7 @@ class KafkaLabelSource:
             auto_offset_reset="earliest",
             **security_options(settings),
         )
-        self.refused: str | None = None
+        self.access_refused: AccessRefused | None = None
         self._warned: tuple[str, float] | None = None
 
     async def start(self) -> None:
@@ -498,13 +544,20 @@ class KafkaLabelSource:
         try:
             batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)
         except (GroupAuthorizationFailedError, TopicAuthorizationFailedError) as exc:
-            self.refused = _read_refusal(
-                self._settings, exc, f"{self._settings.group_id}.labels", "review.labels_topic"
+            self.access_refused = _read_refusal(
+                self._settings,
+                exc,
+                f"{self._settings.group_id}.labels",
+                {self._topic: "review.labels_topic"},
             )
-            _warn_refused(self, self.refused)
+            _warn_refused(self, self.access_refused)
             await asyncio.sleep(timeout_ms / 1000)
             return []
-        self.refused = None
+        self.access_refused = _hidden(
+            self._settings, self._consumer, {self._topic: "review.labels_topic"}
+        )
+        if self.access_refused is not None:
+            _warn_refused(self, self.access_refused)
         return [m.value for messages in batches.values() for m in messages if m.value is not None]
 
     async def commit(self) -> None:

@@ -54,7 +54,9 @@ def _on_turns(kafka: KafkaSettings, conversations: ConversationSettings) -> Kafk
 
 def turn_source(kafka: KafkaSettings, conversations: ConversationSettings) -> KafkaSource:
     """The conversation stage's consumer of the turns topic, in its own group."""
-    return KafkaSource(_on_turns(kafka, conversations))
+    return KafkaSource(
+        _on_turns(kafka, conversations), fields={conversations.topic: "conversations.topic"}
+    )
 
 
 class KafkaConversationState:

@@ -64,6 +64,7 @@ from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import AssemblerStats
 from sidecar.model import Outcome
+from sidecar.ports import AccessRefused
 from sidecar.telemetry import (
     CANARY,
     PRODUCTION,
@@ -958,6 +959,15 @@ STAT_FAMILIES: tuple[StatFamily, ...] = (
         mode="livesum",
     ),
     StatFamily(
+        "sidecar_kafka_refused",
+        "1 while Kafka refuses this service's principal an operation (READ, WRITE, DESCRIBE) "
+        "on a topic or consumer group it is configured to use (one of topic, group is set): "
+        "grant the ACL.",
+        "gauge",
+        labels=("topic", "group", "operation"),
+        mode="livemax",
+    ),
+    StatFamily(
         "sidecar_delivery_failing",
         "1 while records (verdicts, reviews, dead letters) are not acknowledged by Kafka.",
         "gauge",
@@ -1052,6 +1062,9 @@ def _samples(found: Sequence[object], counted: Samples) -> Samples:
                 add("sidecar_judge_queue_depth", stats.waiting + stats.planning + stats.finishing)
             case DeliveryStats():
                 add("sidecar_delivery_failing", 1.0 if stats.failing else 0.0)
+            case AccessRefused():
+                topic, group = (stats.name, "") if stats.resource == "topic" else ("", stats.name)
+                out["sidecar_kafka_refused"][(topic, group, stats.operation)] = 1.0
             case ConsumerLag():
                 for partition, lag in stats.partitions.items():
                     add("sidecar_consumer_lag", lag, str(partition))

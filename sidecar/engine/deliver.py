@@ -29,11 +29,11 @@ raises :class:`~sidecar.errors.DeliveryError`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sidecar.errors import DeliveryError, Refusal
-from sidecar.ports import OutRecord, RecordKind, RecordSink
+from sidecar.ports import AccessRefused, OutRecord, RecordKind, RecordSink
 from sidecar.retry import Backoff, Sleep
 from sidecar.telemetry import DeadLettered, DeliveryRefused, NullTelemetry, Telemetry
 
@@ -66,6 +66,8 @@ class DeliveryStats:
     why: str = ""
     dead_lettered: int = 0
     lost: int = 0
+    # The topics Kafka refuses this principal WRITE on now (an ACL), while records wait.
+    refused: tuple[AccessRefused, ...] = ()
 
 
 class Deliverer:
@@ -153,6 +155,9 @@ class Deliverer:
                 self._recovered()
                 return
             self._refused(records[kept[0]], refused[kept[0]], len(kept), len(pending))
+            self.stats.refused = _write_refusals(
+                (records[i].topic, refused[i].reason) for i in kept
+            )
             pending = kept
         raise DeliveryError(
             f"{len(pending)} records were not acknowledged after {self.attempts} attempts: {last}"
@@ -224,6 +229,21 @@ class Deliverer:
         if self.stats.failing:
             log.info("Kafka acknowledges records again")
             self.stats.failing, self.stats.why = False, ""
+        self.stats.refused = ()
+
+
+def _write_refusals(refused: Iterable[tuple[str, str]]) -> tuple[AccessRefused, ...]:
+    """Each topic whose records wait on a WRITE ACL, once, in order of topic."""
+    topics = sorted({topic for topic, reason in refused if reason == "not_authorized"})
+    return tuple(
+        AccessRefused(
+            "topic",
+            topic,
+            "WRITE",
+            f"Kafka refuses WRITE on topic {topic} (not authorised; grant the ACL)",
+        )
+        for topic in topics
+    )
 
 
 def _without_value(letter: OutRecord) -> OutRecord:

@@ -60,7 +60,15 @@ from sidecar.ingest.decode import decode
 from sidecar.ingest.decode_logs import decode_logs
 from sidecar.ingest.handover import Handover
 from sidecar.judge import Judge
-from sidecar.ports import LabelReader, RecordSink, RecordSource, TopicReader, VerdictSpanSink
+from sidecar.ports import (
+    AccessRefused,
+    AccessReporting,
+    LabelReader,
+    RecordSink,
+    RecordSource,
+    TopicReader,
+    VerdictSpanSink,
+)
 from sidecar.retry import Backoff
 from sidecar.settings import Settings, conversation_group
 from sidecar.telemetry import NullTelemetry, Readiness, Telemetry
@@ -249,6 +257,7 @@ class Service:
             self.traces.stats,
             self.traces.flight.stats,
             self.deliverer.stats,
+            *self.access_refused(),
         ]
         if self.conversation_buffer is not None:
             found.append(self.conversation_buffer.stats())
@@ -259,9 +268,22 @@ class Service:
         """Every client started (and not yet closed)."""
         return self._ready
 
+    def access_refused(self) -> list[AccessRefused]:
+        """What Kafka refuses this service now (ACLs): reads of its readers, then writes."""
+        reads = [
+            refused
+            for client in self._clients
+            if isinstance(client, AccessReporting) and (refused := client.access_refused)
+        ]
+        return [*reads, *self.deliverer.stats.refused]
+
     def readiness(self) -> tuple[bool, str]:
         if not self._ready:
             return False, "not ready: connecting to Kafka"
+        reads = [r for r in self.access_refused() if r.operation != "WRITE"]
+        if reads:
+            # Nothing is read (and so nothing lost) until the ACL is granted.
+            return False, "not ready: " + "; ".join(r.message for r in reads) + "; reading waits"
         if (why := self.deliverer.failing) is not None:
             return False, f"not ready: {why}"
         partitions = sorted(self.traces.stats.assigned)

@@ -137,9 +137,9 @@ async def test_a_missing_acl_names_the_topic_then_the_group(tmp_path: Path) -> N
         got: list[bytes] = []
         deadline = time.monotonic() + 30
         while not got:
-            assert time.monotonic() < deadline, reader.refused
+            assert time.monotonic() < deadline, reader.access_refused
             got += await reader.fetch(timeout_ms=500)
         assert got == [b"waited"]
-        assert reader.refused is None
+        assert reader.access_refused is None
     finally:
         await reader.stop()
