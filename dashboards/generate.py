@@ -807,6 +807,35 @@ def quality() -> Board:
             steps=ERROR_ALERT,
         ),
         timeseries(
+            "Drift: evidence, decision and canary agreement",
+            "Who drifted, the agent or the judge. Evidence (log10 of the e-value) per gated check or criterion: stream agent is the pass rate falling from its baseline, stream judge is the judge's disagreement with the human labels on the canary cases rising; an alarm is raised where a line crosses the alarm level (log10 of 2/alpha), and the evidence stays valid however often it is looked at. Decision: 1 on the cause of the latest alarm (agent, judge or none), held for the guard window; alerts SidecarAgentDrift and SidecarJudgeDrift fire on it. Canary kappa beside it: a judge decision comes with the canary agreement falling.",
+            (
+                f"max by (rubric, criterion, stream) (log10({sel('sidecar_drift_evalue', RUBRIC)}))",
+                "evidence {{stream}} {{rubric}}/{{criterion}}",
+            ),
+            ("log10(max(sidecar_drift_evalue_threshold))", "alarm level"),
+            (
+                f"max by (rubric, criterion, cause) ({sel('sidecar_drift_attribution', RUBRIC)}) == 1",
+                "decision {{cause}} {{rubric}}/{{criterion}}",
+            ),
+            (
+                canary("kappa"),
+                "canary kappa {{rubric}}/{{criterion}} {{judge_model}} @ {{judge_model_version}}",
+            ),
+            unit="short",
+            lo=None,
+        ),
+        stat(
+            "Drift alarms by cause",
+            "Drift alarms raised over the selected range, by attribution: agent (page the agent's owners), judge (the grader moved: check the judge model version and the rubric) or none.",
+            (
+                f"sum by (attribution) (increase({sel('sidecar_drift_alarms_total', RUBRIC)}[{RANGE}]))",
+                "{{attribution}}",
+            ),
+            unit="short",
+            w=12,
+        ),
+        timeseries(
             "Acceptable share by rubric version and judge model",
             "Judge drift: one line per (rubric version, judge model). A new line starting with a different level means the measuring stick changed, not the agent.",
             (

@@ -58,6 +58,10 @@ SIDECAR_METRICS: dict[str, set[str]] = {
     },
     "sidecar_check_results_total": {"rubric", "rubric_version", "check", "outcome", "scope"},
     "sidecar_trace_decisions_total": {"decision"},
+    "sidecar_drift_evalue": {"rubric", "criterion", "stream"},
+    "sidecar_drift_attribution": {"rubric", "criterion", "cause"},
+    "sidecar_drift_alarms_total": {"rubric", "criterion", "stream", "attribution"},
+    "sidecar_drift_evalue_threshold": set(),
     "sidecar_criterion_verdicts_total": {
         "rubric",
         "rubric_version",

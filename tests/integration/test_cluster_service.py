@@ -229,13 +229,14 @@ async def test_a_rolling_restart_of_every_broker_loses_no_trace(tmp_path: Path) 
         during = 0
 
         async def feed() -> None:
-            # Spread over the restarts (about 20 s a broker), then the rest at once.
+            # A steady trickle while brokers restart (10 s to 30 s each, by the
+            # machine's load), then the rest at once.
             nonlocal during
-            for start in range(1, total + 1, 25):
-                await produce(spans, records(range(start, min(start + 25, total + 1))))
+            for start in range(1, total + 1, 10):
+                await produce(spans, records(range(start, min(start + 10, total + 1))))
                 if restarting:
-                    during = min(start + 24, total)
-                    await asyncio.sleep(0.8)
+                    during = min(start + 9, total)
+                    await asyncio.sleep(0.5)
 
         feeding = asyncio.create_task(feed())
         for broker in cluster().broker_ids:
@@ -260,7 +261,7 @@ async def test_a_rolling_restart_of_every_broker_loses_no_trace(tmp_path: Path) 
             f"most copies {max(Counter(ids).values())}"
         )
         assert not lost, sorted(lost)[:5]
-        assert during >= total // 2, "the restarts were over before half the traces"
+        assert during >= 200, f"only {during} traces were produced during the restarts"
         assert all(len(k) == 1 for k in keys.values())
         await wait_for(lambda: sidecar.http("/readyz")[0] == 200, within=60)
         assert sidecar.terminate(timeout=60) == 0
