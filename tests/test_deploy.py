@@ -434,7 +434,7 @@ def test_compose_builds_the_sidecar_image_from_this_dockerfile() -> None:
 def test_compose_wires_collectors_without_a_loop() -> None:
     services = compose()["services"]
     sidecar_env = services["sidecar"]["environment"]
-    assert sidecar_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector-verdicts:4317"
+    assert sidecar_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector-verdicts:4327"
     assert any("collector/agents.yaml" in v for v in services["otel-collector"]["volumes"])
     assert any(
         "collector/verdicts.yaml" in v for v in services["otel-collector-verdicts"]["volumes"]
