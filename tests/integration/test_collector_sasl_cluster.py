@@ -85,7 +85,7 @@ async def test_the_sasl_ssl_exporter_writes_to_the_cluster(tmp_path: Path) -> No
     try:
         cases = make_cases(10, seed=7)
         exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         try:
             for case in cases:
                 while (result := exporter.export(case.spans)) is not SpanExportResult.SUCCESS:
@@ -95,7 +95,7 @@ async def test_the_sasl_ssl_exporter_writes_to_the_cluster(tmp_path: Path) -> No
                 assert result is SpanExportResult.SUCCESS
         finally:
             exporter.shutdown()
-        keys = await records_of(spans, expect=len(cases))
+        keys = await records_of(spans, expect=len(cases), within=90)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
