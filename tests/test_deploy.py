@@ -328,7 +328,10 @@ def collector(name: str) -> dict[str, Any]:
     return config
 
 
-@pytest.mark.parametrize("name", ["agents.yaml", "verdicts.yaml"])
+COLLECTOR_CONFIGS = ["agents.yaml", "agents-sasl-ssl.yaml", "verdicts.yaml"]
+
+
+@pytest.mark.parametrize("name", COLLECTOR_CONFIGS)
 def test_collector_pipelines_reference_defined_components(name: str) -> None:
     config = collector(name)
     for pipeline in config["service"]["pipelines"].values():
@@ -342,6 +345,52 @@ def test_agents_collector_writes_otlp_proto_partitioned_by_trace() -> None:
     assert kafka["traces"] == {"topic": "otlp_spans", "encoding": "otlp_proto"}
     assert kafka["partition_traces_by_id"] is True
     assert "otlp" in collector("agents.yaml")["receivers"]
+
+
+def ports_of(config: dict[str, Any]) -> set[int]:
+    """Every port a Collector config listens on: its receivers and its own telemetry."""
+    ports: set[int] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "endpoint" and isinstance(value, str):
+                    ports.add(int(value.rsplit(":", 1)[1]))
+                elif key == "port":
+                    ports.add(int(value))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(config["receivers"])
+    walk(config["service"].get("telemetry", {}))
+    return ports
+
+
+@pytest.mark.parametrize("agents", ["agents.yaml", "agents-sasl-ssl.yaml"])
+def test_collectors_run_side_by_side_on_one_host(agents: str) -> None:
+    """No port in common, and each names its telemetry port (else both take 8888)."""
+    ours, theirs = ports_of(collector(agents)), ports_of(collector("verdicts.yaml"))
+    assert {4317, 4318, 8888} <= ours
+    assert len(theirs) == 3
+    assert not ours & theirs, ours & theirs
+
+
+def test_sasl_ssl_exporter_is_the_agents_one_with_authentication() -> None:
+    plain, secure = collector("agents.yaml"), collector("agents-sasl-ssl.yaml")
+    kafka = secure["exporters"].pop("kafka")
+    assert kafka.pop("auth") == {
+        "sasl": {
+            "username": "${env:KAFKA_USERNAME}",
+            "password": "${env:KAFKA_PASSWORD}",
+            "mechanism": "SCRAM-SHA-512",
+        }
+    }
+    assert kafka.pop("tls") == {"ca_file": "${env:KAFKA_CA_FILE}", "insecure_skip_verify": False}
+    assert kafka == plain["exporters"].pop("kafka")
+    assert secure == plain
 
 
 def test_verdict_collector_never_writes_to_kafka() -> None:
@@ -369,7 +418,7 @@ def test_builder_manifest_has_the_components_the_configs_use() -> None:
     types = {"otlp": "otlpreceiver", "kafka": "kafkaexporter", "batch": "batchprocessor"}
     types |= {"otlp_grpc": "otlpexporter", "otlp_http": "otlphttpexporter"}
     types |= {"memory_limiter": "memorylimiterprocessor"}
-    for name in ("agents.yaml", "verdicts.yaml"):
+    for name in COLLECTOR_CONFIGS:
         config = collector(name)
         for kind in ("receivers", "processors", "exporters"):
             for component in config[kind]:
@@ -380,12 +429,17 @@ def test_builder_manifest_has_the_components_the_configs_use() -> None:
     assert len(versions) == 1, "all components must come from one collector release"
 
 
-@pytest.mark.parametrize("name", ["agents.yaml", "verdicts.yaml"])
-def test_otelcol_validates_config(name: str) -> None:
+@pytest.mark.parametrize("name", COLLECTOR_CONFIGS)
+def test_otelcol_validates_config(name: str, tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
     env = {
         **os.environ,
         "KAFKA_BROKERS": "127.0.0.1:9092",
         "TRACING_BACKEND_ENDPOINT": "127.0.0.1:4317",
+        "KAFKA_USERNAME": "otelcol",
+        "KAFKA_PASSWORD": "not-a-secret",
+        "KAFKA_CA_FILE": str(ca),
     }
     result = subprocess.run(
         [str(realparts.otelcol()), "validate", f"--config={COLLECTOR / name}"],
@@ -434,7 +488,7 @@ def test_compose_builds_the_sidecar_image_from_this_dockerfile() -> None:
 def test_compose_wires_collectors_without_a_loop() -> None:
     services = compose()["services"]
     sidecar_env = services["sidecar"]["environment"]
-    assert sidecar_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector-verdicts:4317"
+    assert sidecar_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector-verdicts:4327"
     assert any("collector/agents.yaml" in v for v in services["otel-collector"]["volumes"])
     assert any(
         "collector/verdicts.yaml" in v for v in services["otel-collector-verdicts"]["volumes"]
