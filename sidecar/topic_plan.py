@@ -68,6 +68,16 @@ _USED_BY: Mapping[str, tuple[str, ...]] = {
     "kafka.backfill_verdict_topic": (BACKFILL,),
 }
 
+# What the service's principal does on each topic (ACLs: READ and WRITE imply DESCRIBE).
+_OPERATIONS: Mapping[str, tuple[str, ...]] = {
+    "kafka.topic": ("READ",),
+    "kafka.logs_topic": ("READ",),
+    "review.labels_topic": ("READ",),
+    # The conversation stage writes turns and state, and reads both back.
+    "conversations.topic": ("READ", "WRITE"),
+    "conversations.state_topic": ("READ", "WRITE"),
+}
+
 # The condition under which `sidecar run` uses a topic, beyond its setting being on.
 CONVERSATION_RUBRICS = "a scope: conversation rubric"
 _WHEN: Mapping[str, str] = {
@@ -93,6 +103,7 @@ class TopicSpec:
     role: str = ""
     used_by: tuple[str, ...] = (RUN,)  # the commands that use it
     when: str = ""  # the condition under which `run` uses it, if any
+    operations: tuple[str, ...] = ("WRITE",)  # what the service's principal does on it
 
     def used_by_text(self) -> str:
         """``run``, ``backfill``, ``run, backfill``, or ``run (with ...)``, for `topics plan`."""
@@ -131,6 +142,7 @@ def plan(
             role=_ROLES.get(name, ""),
             used_by=_USED_BY.get(name, (RUN,)),
             when=_WHEN.get(name, ""),
+            operations=_OPERATIONS.get(name, ("WRITE",)),
         )
         for name, topic in topics_in_use(settings)
     ]

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from sidecar.evaluate.rubric import load_rubrics
-from sidecar.settings import load_settings
+from sidecar.settings import Settings, load_settings
+from sidecar.topic_plan import COPARTITIONED, TopicSpec, plan
 from tests import realparts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -514,3 +515,78 @@ def test_script_is_executable_bash(name: str) -> None:
     assert os.access(path, os.X_OK)
     result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+# ------------------------------------------------------------------ topics everywhere
+
+
+def planned() -> list[TopicSpec]:
+    """The topics of the shipped configuration (the image's and the base's config.yaml)."""
+    return plan(Settings.model_validate(read_yaml(K8S_BASE / "config.yaml")))
+
+
+def test_compose_creates_every_topic_the_service_uses() -> None:
+    command = compose()["services"]["kafka-init"]["command"][0]
+    (loop,) = re.findall(r"for spec in ([^;]+);", command)
+    specs = dict(item.split(":") for item in loop.split())
+    created = {*specs, *re.findall(r"--topic (\w[\w.]*) --partitions", command)}
+    assert created == {s.name for s in planned()}
+    assert specs["otlp_logs"] == specs["otlp_spans"]  # co-partitioned
+    assert "--topic eval_conversations --partitions 6" in command
+    assert specs["eval_turns"] == "6"
+    assert "--config cleanup.policy=compact" in command
+
+
+STRIMZI = DEPLOY / "k8s" / "strimzi"
+
+
+def strimzi(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((STRIMZI / name).read_text(encoding="utf-8")) if d]
+
+
+def test_strimzi_topics_are_the_topic_plan() -> None:
+    topics = {d["spec"]["topicName"]: d["spec"] for d in strimzi("topics.yaml")}
+    assert all(d["kind"] == "KafkaTopic" for d in strimzi("topics.yaml"))
+    specs = planned()
+    assert list(topics) == [s.name for s in specs]
+    for s in specs:
+        for key, value in s.configs.items():
+            assert topics[s.name]["config"][key] == value, s.name
+    for group in COPARTITIONED:
+        counts = {topics[s.name]["partitions"] for s in specs if s.group == group}
+        assert len(counts) == 1, group
+    assert all(
+        t["replicas"] == 3 and t["config"]["min.insync.replicas"] == 2 for t in topics.values()
+    )
+
+
+def test_strimzi_user_has_exactly_the_acls_the_service_needs() -> None:
+    (user,) = strimzi("user.yaml")
+    assert user["kind"] == "KafkaUser"
+    assert user["spec"]["authentication"] == {"type": "scram-sha-512"}
+    acls = user["spec"]["authorization"]["acls"]
+    topics = {
+        a["resource"]["name"]: {o.upper() for o in a["operations"]}
+        for a in acls
+        if a["resource"]["type"] == "topic"
+    }
+    assert all(
+        a["resource"]["patternType"] == "literal" for a in acls if a["resource"]["type"] == "topic"
+    )
+    assert topics == {s.name: {*s.operations, "DESCRIBE"} for s in planned()}
+    groups = [a for a in acls if a["resource"]["type"] == "group"]
+    group_id = Settings.model_validate(read_yaml(K8S_BASE / "config.yaml")).kafka.group_id
+    assert groups == [
+        {
+            "resource": {"type": "group", "name": group_id, "patternType": "prefix"},
+            "operations": ["Read"],
+        }
+    ]
+    assert not [a for a in acls if a["resource"]["type"] not in ("topic", "group")]
+
+
+def test_strimzi_kustomization_lists_its_files() -> None:
+    kustomization = read_yaml(STRIMZI / "kustomization.yaml")
+    assert set(kustomization["resources"]) == {
+        p.name for p in STRIMZI.glob("*.yaml") if p.name != "kustomization.yaml"
+    }
