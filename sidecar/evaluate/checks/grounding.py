@@ -399,12 +399,21 @@ def _grounded(claim: _Claim, known: _Known) -> bool:
 
 
 def _uncaptured(transcript: Transcript) -> list[str]:
-    missing: list[str] = []
     calls = transcript.tool_calls
     # A call that failed has no result by nature; only a silent gap is missing evidence.
-    if any(c.result is None and c.error is None for c in calls):
+    return _gaps(
+        transcript,
+        results_missing=any(c.result is None and c.error is None for c in calls),
+        arguments_missing=any(c.arguments is None for c in calls),
+    )
+
+
+def _gaps(transcript: Transcript, *, results_missing: bool, arguments_missing: bool) -> list[str]:
+    """The evidence not captured, by name: tool results or arguments, this input, tool calls."""
+    missing: list[str] = []
+    if results_missing:
         missing.append("tool results")
-    if any(c.arguments is None for c in calls):
+    if arguments_missing:
         missing.append("tool arguments")
     if transcript.user_input is None:
         missing.append("user input")
@@ -541,22 +550,17 @@ class TurnGrounding:
         if turn.user_input is not None:
             self.evidence.add(turn.user_input)
         try:
-            return self.evidence.ground(turn, lambda: self._missing(turn))
+            return self.evidence.ground(
+                turn,
+                lambda: _gaps(
+                    turn,
+                    results_missing=self._results_missing,
+                    arguments_missing=self._arguments_missing,
+                ),
+            )
         finally:
             # For the later turns this input is an earlier turn's: a missing tool result.
             self._results_missing |= turn.user_input is None
-
-    def _missing(self, turn: Transcript) -> list[str]:
-        missing: list[str] = []
-        if self._results_missing:
-            missing.append("tool results")
-        if self._arguments_missing:
-            missing.append("tool arguments")
-        if turn.user_input is None:
-            missing.append("user input")
-        if turn.capture.tool_calls in (Captured.NOT_CAPTURED, Captured.UNREADABLE):
-            missing.append("tool calls")
-        return missing
 
 
 def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
