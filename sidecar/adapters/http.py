@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.adapters.exposition import exposition
 from sidecar.errors import ConfigError
+from sidecar.settings import MetricsSettings
 
 ReadyProbe = Callable[[], tuple[bool, str]]
 
@@ -64,6 +65,24 @@ class MetricsServer:
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
+
+    @classmethod
+    def of(
+        cls,
+        settings: MetricsSettings,
+        registry: CollectorRegistry,
+        ready: ReadyProbe,
+        port: int | None = None,
+    ) -> MetricsServer:
+        """The server the ``metrics`` settings describe (``port`` given: that port instead)."""
+        return cls(
+            registry,
+            ready,
+            settings.host,
+            settings.port if port is None else port,
+            request_timeout_s=settings.request_timeout_s,
+            max_connections=settings.max_connections,
+        )
 
     @property
     def port(self) -> int:

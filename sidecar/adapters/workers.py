@@ -189,14 +189,7 @@ class Supervisor:
         self.workers_alive = Gauge(
             "sidecar_workers_alive", "Worker processes running.", registry=self.registry
         )
-        self.server = MetricsServer(
-            self.registry,
-            self._readiness,
-            settings.metrics.host,
-            settings.metrics.port,
-            request_timeout_s=settings.metrics.request_timeout_s,
-            max_connections=settings.metrics.max_connections,
-        )
+        self.server = MetricsServer.of(settings.metrics, self.registry, self._readiness)
         self._stopping = asyncio.Event()
         self.gate = self.metrics_dir / "gate"
         shutil.rmtree(self.gate, ignore_errors=True)  # an earlier run's, in a given directory

@@ -221,13 +221,11 @@ def handle(args: argparse.Namespace) -> int:
         disable=args.quiet or not err.is_terminal,
     )
     server = (
-        MetricsServer(
+        MetricsServer.of(
+            settings.metrics,
             labelled(metrics.registry, mode="backfill"),
             lambda: (True, f"backfill of {settings.kafka.topic} into {topic}"),
-            settings.metrics.host,
-            args.metrics_port,
-            request_timeout_s=settings.metrics.request_timeout_s,
-            max_connections=settings.metrics.max_connections,
+            port=args.metrics_port,
         )
         if args.metrics_port is not None
         else None

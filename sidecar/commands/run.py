@@ -223,14 +223,7 @@ def kafka_service(
     )
     metrics.watch(lag)
     record_rubrics(metrics, rubrics)
-    server = MetricsServer(
-        metrics.registry,
-        service.readiness,
-        settings.metrics.host,
-        settings.metrics.port,
-        request_timeout_s=settings.metrics.request_timeout_s,
-        max_connections=settings.metrics.max_connections,
-    )
+    server = MetricsServer.of(settings.metrics, metrics.registry, service.readiness)
     return service, server
 
 
