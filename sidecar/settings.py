@@ -412,21 +412,22 @@ _SECRET_PREFIX = "sidecar_"
 _MAX_SECRET_BYTES = 1 << 20
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    """The YAML file's settings, as :func:`load_settings` parsed them (lowest precedence)."""
+class _WholeSource(PydanticBaseSettingsSource):
+    """A source that gives all its settings at once, as one nested mapping (``__call__``)."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # __call__ returns the whole mapping at once
+        return None, field_name, False  # never asked field by field: __call__ is overridden
+
+
+class _FileSource(_WholeSource):
+    """The YAML file's settings, as :func:`load_settings` parsed them (lowest precedence)."""
 
     def __call__(self) -> dict[str, Any]:
         return dict(_file_data.get() or {})
 
 
-class _SecretsDirSource(PydanticBaseSettingsSource):
+class _SecretsDirSource(_WholeSource):
     """Files of ``$SIDECAR_SECRETS_DIR`` named ``sidecar_<field>[__<field>...]``, one value each."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
         directory = os.environ.get(SECRETS_DIR_VARIABLE)
