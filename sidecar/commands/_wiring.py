@@ -6,11 +6,28 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sidecar.adapters.prometheus import Metrics
-from sidecar.evaluate.rubric import Rubric
+from sidecar.errors import ConfigError
+from sidecar.evaluate.rubric import Rubric, load_rubrics
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
+
+
+def command_rubrics(given: Path | None, configured: Path) -> tuple[Path, list[Rubric]]:
+    """The rubric directory of a command's ``--rubrics`` (else the setting) and its rubrics.
+
+    Without ``--rubrics`` and no directory at the setting's path (a command run
+    outside the checkout), the ConfigError says how to give one.
+    """
+    directory = given or configured
+    if given is None and not directory.is_dir():
+        raise ConfigError(
+            f"{directory}: no rubric directory here; pass --rubrics DIR "
+            "(or set rubrics_dir in --config, or SIDECAR_RUBRICS_DIR)"
+        )
+    return directory, load_rubrics(directory)
 
 
 def judge_configured(settings: JudgeSettings, environ: Mapping[str, str] = os.environ) -> bool:

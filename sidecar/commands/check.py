@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.adapters.kafka_security import security_options
-from sidecar.commands._wiring import JudgeState, judge_configured, judge_credentials_hint
+from sidecar.commands._wiring import (
+    JudgeState,
+    command_rubrics,
+    judge_configured,
+    judge_credentials_hint,
+)
 from sidecar.drift.canary_schedule import load_sets
 from sidecar.drift.fingerprint import check_fingerprint
-from sidecar.errors import ConfigError
-from sidecar.evaluate.rubric import Rubric, Scope, load_rubrics
+from sidecar.evaluate.rubric import Rubric, Scope
 from sidecar.settings import Settings, conversation_group, load_settings
 from sidecar.topic_plan import for_run, plan
 
@@ -43,13 +47,7 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     security_options(settings.kafka)  # loads the TLS material, secret files and token hook
-    directory = args.rubrics or settings.rubrics_dir
-    if not directory.is_dir():
-        raise ConfigError(
-            f"{directory}: no rubric directory; set rubrics_dir in the configuration "
-            "(SIDECAR_RUBRICS_DIR) or pass --rubrics DIR"
-        )
-    rubrics = load_rubrics(directory)
+    directory, rubrics = command_rubrics(args.rubrics, settings.rubrics_dir)
     judge_on = judge_configured(settings.judge)
     # Loaded (and so validated) even with the judge off, when run would not read them.
     sets = load_sets(rubrics, directory, time.monotonic(), settings.canary_root)

@@ -12,11 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.commands._wiring import build_judge
+from sidecar.commands._wiring import build_judge, command_rubrics
 from sidecar.engine.emit import Emitter
 from sidecar.engine.offline import ReplaySummary, collect_traces, input_files, stream_verdicts
-from sidecar.errors import ConfigError
-from sidecar.evaluate.rubric import load_rubrics
 from sidecar.evaluate.sample import build_sampler
 from sidecar.logs import shown
 from sidecar.ports import RecordKind
@@ -50,13 +48,7 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    directory = args.rubrics or settings.rubrics_dir
-    if args.rubrics is None and not directory.is_dir():
-        raise ConfigError(
-            f"{directory}: no rubric directory here; pass --rubrics DIR "
-            "(or set rubrics_dir in --config, or SIDECAR_RUBRICS_DIR)"
-        )
-    rubrics = load_rubrics(directory)
+    _, rubrics = command_rubrics(args.rubrics, settings.rubrics_dir)
     paths = input_files(args.paths)
     judge = build_judge(settings.judge, None)
     sampler = build_sampler(
