@@ -8,6 +8,7 @@ test may set the one credential it means to use.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,3 +58,11 @@ def judge_server() -> Iterator[JudgeServer]:
 def no_judge_credentials(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     clear_judge_credentials(monkeypatch)
     return monkeypatch
+
+
+@pytest.fixture
+def no_sidecar_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SIDECAR_* variable of the machine (e.g. the test runner's) leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("SIDECAR_"):
+            monkeypatch.delenv(name)

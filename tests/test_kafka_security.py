@@ -33,11 +33,7 @@ from sidecar.settings import KafkaSettings, Settings, load_settings
 SECRET = "s3cr3t-Value-42"
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("SIDECAR_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_sidecar_variables")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
@@ -9,13 +8,7 @@ import pytest
 from sidecar.errors import ConfigError
 from sidecar.settings import Settings, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SIDECAR_* variable of the machine (e.g. the test runner's) leaks into these tests."""
-    for name in list(os.environ):
-        if name.startswith("SIDECAR_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_sidecar_variables")
 
 
 def write(tmp_path: Path, text: str) -> Path:

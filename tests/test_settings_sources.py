@@ -9,14 +9,7 @@ import pytest
 from sidecar.errors import ConfigError
 from sidecar.settings import KafkaSettings, Settings, load_settings
 
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("SIDECAR_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_sidecar_variables")
 
 
 def config(tmp_path: Path, text: str) -> Path:
