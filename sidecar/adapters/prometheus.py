@@ -426,6 +426,7 @@ class Metrics:
         )
         # Drift: the detectors of sidecar.drift.attribute, fed by verdicts and canary cases.
         self.drift = DriftMonitor(drift)
+        self._drift_children: dict[StreamKey, tuple[Gauge, Gauge, list[Gauge], list[str]]] = {}
         self.drift_evalue = Gauge(
             "sidecar_drift_evalue",
             "Evidence that a stream moved from its baseline (1: none; the alarm is at 2/alpha): "
@@ -629,19 +630,29 @@ class Metrics:
         decided = monitor.observe(observation) + monitor.settle(observation.time)
         for d in decided:
             self.drift_alarms.labels(d.key.rubric, d.key.name, d.stream, d.attribution).inc()
+        rubric = observation.rubric
         for kind, name, _ in observation.results:
-            stream = monitor.streams.get(
-                StreamKey(observation.rubric, kind, name, observation.scope)
-            )
+            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope))
             if stream is None:
                 continue
-            rubric = observation.rubric
-            self.drift_evalue.labels(rubric, name, "agent").set(stream.passes.e_value)
+            children = self._drift_children.get(stream.key)
+            if children is None:
+                # Bounded as the monitor's streams are (max_streams).
+                children = self._drift_children[stream.key] = (
+                    self.drift_evalue.labels(rubric, name, "agent"),
+                    self.drift_evalue.labels(rubric, name, "judge"),
+                    [self.drift_attribution.labels(rubric, name, c) for c in CAUSES],
+                    [""],
+                )
+            agent, judge, causes, shown = children
+            agent.set(stream.passes.e_value)
             if stream.canaries:
-                self.drift_evalue.labels(rubric, name, "judge").set(stream.judge.e_value)
+                judge.set(stream.judge.e_value)
             cause = stream.current(observation.time)
-            for label in CAUSES:
-                self.drift_attribution.labels(rubric, name, label).set(float(label == cause))
+            if shown[0] != cause:
+                shown[0] = cause
+                for label, child in zip(CAUSES, causes, strict=True):
+                    child.set(float(label == cause))
 
     def _canary(self, run: CanaryRan) -> None:
         self.canary_runs.labels(

@@ -117,6 +117,10 @@ class _Gambler:
 
     def bet(self, gain: float) -> None:
         # ``gain`` >= -1: the wealth is multiplied by 1 + stake * gain (stake <= 1/2).
+        if self.stake == 0.0 and gain <= 0.0:
+            # Nothing staked, and the step would push the stake below 0: only the curvature moves.
+            self.curvature += gain * gain
+            return
         factor = 1.0 + self.stake * gain
         self.log_wealth += math.log(factor)
         z = gain / factor
