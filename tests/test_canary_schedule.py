@@ -248,7 +248,7 @@ async def test_each_canary_case_is_a_span_over_its_judge_calls_without_content(
         a = dict(case.attributes or {})
         assert case.parent is None  # a trace of its own, not the canary case's
         assert case.context is not None
-        assert case.context.trace_id != int(a["eval.canary.trace_id"], 16)
+        assert case.context.trace_id != int(str(a["eval.canary.trace_id"]), 16)
         assert a["eval.rubric.id"] == "refund-canary"
         assert a["eval.rubric.version"] == "2"
         assert a["eval.judge.model"] == MODEL
