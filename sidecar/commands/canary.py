@@ -70,6 +70,7 @@ from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
 from sidecar.logs import shown
 from sidecar.settings import Settings, load_settings
+from sidecar.telemetry import CANARY
 from sidecar.terminal import plain, styled, warning_line, yes_no
 from sidecar.wire._base import record_json
 from sidecar.wire.verdicts import verdict_dict, verdict_json
@@ -228,7 +229,8 @@ def _export(verdicts: list[Verdict], spans: VerdictSpans) -> None:
 
 async def _judge(judge: JudgeService, cases: list[Case]) -> list[Verdict]:
     async with judge:
-        return await judge_canary(cases, judge)
+        # Canary calls, as in the service's schedule: their spans say so.
+        return await judge_canary(cases, judge.for_purpose(CANARY))
 
 
 def _not_a_summary(lines: list[str], path: Path) -> None:
