@@ -19,6 +19,13 @@ status on failure, ``sidecar.judge.attempt``, ``sidecar.judge.cache_hit`` and
 ``sidecar.judge.purpose`` (:func:`judge_call_attributes`). No prompt or
 answer text goes on them. The verdict span starts at its first judge call.
 
+Canary cases (:meth:`VerdictSpans.record_canary`, ``canary {rubric_id}``) and
+compared pairs (:meth:`VerdictSpans.record_compare`, ``compare {pair id}``)
+are not live traces: each is the root of a trace of its own, with its judge
+calls' spans as children, and no evaluation events (the evidence quotes the
+transcript). ``sidecar run`` records them when it exports verdict spans; the
+one-off commands only when the environment asks for export (:func:`command_spans`).
+
 A conversation verdict goes into the last turn's trace, under its
 root, and links to every other turn's root (``eval.link: conversation_turn``,
 ``eval.turn``); it adds ``eval.scope``, ``gen_ai.conversation.id``,
