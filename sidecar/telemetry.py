@@ -30,6 +30,8 @@ from sidecar.model import Outcome, Transcript
 PRODUCTION = "production"
 CANARY = "canary"
 SHADOW = "shadow"
+# The calls of a pairwise comparison (``sidecar compare``), on their judge spans.
+PAIRWISE = "pairwise"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,10 +29,13 @@ from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sidecar.adapters.judge_backends import GeminiBackend
+from sidecar.adapters.otel import VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics
-from sidecar.cli import main
+from sidecar.cli import build_parser, call, main
+from sidecar.commands import canary as canary_command
 from sidecar.drift.canary_set import (
     CANARY,
     canary_cases,
@@ -394,3 +397,25 @@ def test_canary_records_carry_the_labels_and_feed_sidecar_drift(
     code = main(["drift", "--verdicts", str(records)])
     assert code == 2
     assert "is a canary record; give it with --canary" in capsys.readouterr().err
+
+
+def test_command_records_a_span_per_case_over_its_canary_judge_calls(
+    command_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    exporter = InMemorySpanExporter()
+    spans = VerdictSpans(tracer_provider(exporter, batch=False))
+    args = build_parser().parse_args(canary_args(command_files))
+    assert call(args, lambda: canary_command.run(args, spans=spans)) == 0
+    finished = list(exporter.get_finished_spans())
+    cases = [s for s in finished if s.name == "canary refund-canary"]
+    chats = [s for s in finished if s.name == "chat llama3.1"]
+    assert (len(cases), len(chats), len(finished)) == (10, 10, 20)
+    assert {s.parent for s in cases} == {None}
+    case_ids = {s.context.span_id for s in cases if s.context}
+    assert {c.parent.span_id for c in chats if c.parent} == case_ids
+    assert {dict(c.attributes or {})["sidecar.judge.purpose"] for c in chats} == {"canary"}
+    traced = {dict(s.attributes or {})["eval.canary.trace_id"] for s in cases}
+    assert len(traced) == 10
+    text = json.dumps([dict(s.attributes or {}) for s in finished])
+    for content in ("Please refund order", "Sorry about that", "999.95", "40.25"):
+        assert content not in text

@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
 from sidecar.adapters.judge_backends import GeminiBackend
+from sidecar.adapters.otel import VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics
 from sidecar.cli import main
 from sidecar.drift.attribute import StreamKey
@@ -55,7 +58,9 @@ def rubrics_dir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 class Rig:
-    def __init__(self, canary_server: JudgeServer, folder: Path) -> None:
+    def __init__(
+        self, canary_server: JudgeServer, folder: Path, spans: VerdictSpans | None = None
+    ) -> None:
         self.clock = FakeClock(start=0.0)
         self.metrics = Metrics()
         self.service = JudgeService(
@@ -70,6 +75,7 @@ class Rig:
             load_sets(self.rubrics, folder, self.clock()),
             self.service,
             self.metrics,
+            spans=spans,
             clock=self.clock,
             sleep=self.clock.sleep,
         )
@@ -211,6 +217,84 @@ async def test_canary_failures_open_the_shared_breaker(
     assert rig.value("sidecar_canary_judge_errors_total", judge_model=MODEL, reason="http_5xx") == 3
     assert rig.value("sidecar_judge_errors_total", judge_model=MODEL, reason="breaker_open") == 1
     assert rig.value("sidecar_canary_runs_total", rubric="refund-canary", result="failed") == 1
+
+
+async def test_each_canary_case_is_a_span_over_its_judge_calls_without_content(
+    canary_server: JudgeServer,
+    canary_responder: Responder,
+    rubrics_dir: tuple[Path, dict[str, str]],
+) -> None:
+    folder, ids = rubrics_dir
+    order_of = {trace: order for order, trace in ids.items()}
+    exporter = InMemorySpanExporter()
+    spans = VerdictSpans(tracer_provider(exporter, batch=False))
+    rig = Rig(canary_server, folder, spans)
+    (canary,) = rig.schedule.sets
+    # The first case of the run fails (one 500; three would open the breaker).
+    broken = canary.cases[0].transcript.trace_id
+    canary_responder.current = judging(down=frozenset({order_of[broken]}))
+    async with rig.service:
+        await rig.schedule.tick(0.0)
+    spans.shutdown()
+
+    finished = list(exporter.get_finished_spans())
+    cases = [s for s in finished if s.name == "canary refund-canary"]
+    chats = [s for s in finished if s.name == f"chat {MODEL}"]
+    assert len(finished) == len(cases) + len(chats)
+    first_five = {c.transcript.trace_id for c in canary.cases[:5]}
+    by_case = {dict(s.attributes or {})["eval.canary.trace_id"]: s for s in cases}
+    assert set(by_case) == first_five
+    assert len(chats) == 5  # one attempt per case (max_attempts: 1)
+    for case in cases:
+        a = dict(case.attributes or {})
+        assert case.parent is None  # a trace of its own, not the canary case's
+        assert case.context is not None
+        assert case.context.trace_id != int(str(a["eval.canary.trace_id"]), 16)
+        assert a["eval.rubric.id"] == "refund-canary"
+        assert a["eval.rubric.version"] == "2"
+        assert a["eval.judge.model"] == MODEL
+        assert a["sidecar.judge.purpose"] == "canary"
+        assert case.events == ()
+        (chat,) = [c for c in chats if c.parent and c.parent.span_id == case.context.span_id]
+        c = dict(chat.attributes or {})
+        assert chat.kind is SpanKind.CLIENT
+        assert chat.context is not None
+        assert chat.context.trace_id == case.context.trace_id
+        assert c["sidecar.judge.purpose"] == "canary"
+        assert c["eval.rubric.id"] == "refund-canary"
+        assert c["eval.id"] == a["eval.id"]
+        assert c["gen_ai.request.model"] == MODEL
+        assert c["sidecar.judge.attempt"] == 1
+    # The failed case and its call say why; the others answered, served by m-001.
+    down = by_case[broken]
+    assert down.status.status_code is StatusCode.ERROR
+    assert dict(down.attributes or {})["error.type"] == "judge_unavailable"
+    assert [c.status.status_code for c in cases].count(StatusCode.ERROR) == 1
+    assert down.context is not None
+    (failed,) = [c for c in chats if c.parent and c.parent.span_id == down.context.span_id]
+    assert dict(failed.attributes or {})["error.type"] == "http_5xx"
+    assert failed.status.status_code is StatusCode.ERROR
+    served = [dict(c.attributes or {}).get("gen_ai.response.model") for c in chats]
+    assert served.count("m-001") == 4
+    # No transcript content and no judge evidence on any span.
+    text = json.dumps(
+        [[dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events]] for s in finished]
+    )
+    for content in ("refund order", "Sorry about that", "40.25", "999.95", "issue_refund"):
+        assert content not in text
+
+
+async def test_no_spans_without_a_span_recorder(
+    canary_server: JudgeServer, rubrics_dir: tuple[Path, dict[str, str]]
+) -> None:
+    folder, _ = rubrics_dir
+    exporter = InMemorySpanExporter()
+    disabled = VerdictSpans(tracer_provider(exporter, batch=False), enabled=False)
+    rig = Rig(canary_server, folder, disabled)
+    async with rig.service:
+        (report,) = await rig.schedule.tick(0.0)
+    assert report.cases == 5
+    assert exporter.get_finished_spans() == ()
 
 
 async def test_run_loop_sleeps_on_the_clock_until_stopped(

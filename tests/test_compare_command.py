@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 
+from sidecar.adapters.otel import VerdictSpans, command_spans, tracer_provider
 from sidecar.adapters.prometheus import Metrics
 from sidecar.calibrate.stats import wilson_interval
 from sidecar.cli import build_parser, call, main
@@ -183,6 +186,7 @@ def run_compare(
     workdir: Path,
     *extra: str,
     environ: dict[str, str] | None = None,
+    spans: VerdictSpans | None = None,
 ) -> Outcome:
     argv = [
         "compare",
@@ -201,6 +205,8 @@ def run_compare(
     seams: dict[str, Any] = {"sleep": sleeps, "rand": lambda: 0.5}
     if environ is not None:
         seams["environ"] = environ
+    if spans is not None:
+        seams["spans"] = spans
     code = call(args, lambda: compare_command.run(args, **seams))
     captured = capsys.readouterr()
     return Outcome(code, captured.out, captured.err, sleeps.delays)
@@ -435,6 +441,105 @@ def test_retries_then_succeeds(
     report = result.report(workdir / "out" / "compare.json")
     assert report["results"][0]["outcome"] == "candidate"
     assert report["error_reasons"] == {}
+
+
+def test_each_pair_is_a_span_over_both_orders_judge_calls_without_content(
+    judge_server: JudgeServer,
+    gemini_env: None,
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write_pairs(workdir / "pairs.jsonl", PAIRS[:2])
+    evidence = "The first one gives the date 3 May."
+    # p1: a 429 then A, then B (candidate wins); p2: A, then a 400 (an error).
+    judge_server.script(
+        status(429),
+        gemini_json({"evidence": evidence, "winner": "A"}, prompt_tokens=300, output_tokens=20),
+        answer("B", evidence),
+        answer("A", evidence),
+        status(400, "bad request"),
+    )
+    exporter = InMemorySpanExporter()
+    spans = VerdictSpans(tracer_provider(exporter, batch=False))
+    result = run_compare(capsys, workdir, "--concurrency", "1", spans=spans)
+    assert result.code == 0, result.err
+
+    finished = list(exporter.get_finished_spans())
+    roots = {s.name: s for s in finished if s.parent is None}
+    assert set(roots) == {"compare p1", "compare p2"}
+    chats = [s for s in finished if s.parent is not None]
+    assert {s.name for s in chats} == {f"chat {MODEL}"}
+
+    def under(name: str) -> list[dict[str, Any]]:
+        root = roots[name].context
+        assert root is not None
+        mine = [c for c in chats if c.parent and c.parent.span_id == root.span_id]
+        assert all(c.context and c.context.trace_id == root.trace_id for c in mine)
+        assert all(c.kind is SpanKind.CLIENT for c in mine)
+        return sorted(
+            (dict(c.attributes or {}) for c in mine),
+            key=lambda a: (a["sidecar.compare.order"], a["sidecar.judge.attempt"]),
+        )
+
+    p1 = dict(roots["compare p1"].attributes or {})
+    assert p1["sidecar.compare.pair_id"] == "p1"
+    assert p1["sidecar.compare.outcome"] == "candidate"
+    assert (p1["sidecar.compare.first"], p1["sidecar.compare.second"]) == ("A", "B")
+    assert p1["eval.judge.model"] == MODEL
+    assert p1["sidecar.judge.purpose"] == "pairwise"
+    assert roots["compare p1"].status.status_code is StatusCode.UNSET
+    calls = under("compare p1")
+    assert [(a["sidecar.compare.order"], a["sidecar.judge.attempt"]) for a in calls] == [
+        ("first", 1),
+        ("first", 2),
+        ("second", 1),
+    ]
+    assert calls[0]["error.type"] == "http_429"
+    assert "gen_ai.usage.input_tokens" not in calls[0]
+    assert calls[1]["gen_ai.usage.input_tokens"] == 300
+    assert calls[1]["gen_ai.usage.output_tokens"] == 20
+    assert calls[1]["gen_ai.response.model"] == "scripted"
+    assert "error.type" not in calls[1]
+    for a in calls:
+        assert a["sidecar.judge.purpose"] == "pairwise"
+        assert a["gen_ai.request.model"] == MODEL
+        assert a["gen_ai.operation.name"] == "chat"
+        assert a["sidecar.compare.pair_id"] == "p1"
+
+    assert dict(roots["compare p2"].attributes or {})["sidecar.compare.outcome"] == "error"
+    assert roots["compare p2"].status.status_code is StatusCode.ERROR
+    calls = under("compare p2")
+    assert [a.get("error.type") for a in calls] == [None, "http_4xx"]
+
+    # Nothing of the prompts, the answers or the judge's evidence on any span.
+    text = json.dumps(
+        [[dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events]] for s in finished]
+    )
+    for pair in PAIRS[:2]:
+        for key in ("prompt", "candidate", "baseline"):
+            if pair[key]:
+                assert pair[key] not in text
+    assert "3 May" not in text
+    assert "Ignore previous" not in text
+    assert "refund" not in text.lower()
+
+
+def test_spans_only_when_the_environment_asks_for_export() -> None:
+    off = command_spans(enabled=True, service_name="sidecar", timeout_s=1.0, environ={})
+    assert not off.enabled
+    asked = {"OTEL_TRACES_EXPORTER": "console"}
+    on = command_spans(enabled=True, service_name="sidecar", timeout_s=1.0, environ=asked)
+    assert on.enabled
+    on.shutdown()
+    endpoint = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:1",
+        "OTEL_SDK_DISABLED": "true",
+    }
+    assert not command_spans(
+        enabled=True, service_name="sidecar", timeout_s=1.0, environ=endpoint
+    ).enabled
+    settings_off = command_spans(enabled=False, service_name="s", timeout_s=1.0, environ=asked)
+    assert not settings_off.enabled
 
 
 @pytest.mark.parametrize(

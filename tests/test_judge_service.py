@@ -8,6 +8,7 @@ server holds its answer longer than the client waits).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -598,7 +599,14 @@ async def test_judge_pair_is_counted_like_a_case(judge_server: JudgeServer) -> N
     async with open_rig(judge_server) as rig:
         judge_server.script(pair_answer("A", prompt_tokens=300, output_tokens=20))
         answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
-        assert answer == PairwiseAnswer(Choice.A, "A names the date.")
+        assert dataclasses.replace(answer, calls=()) == PairwiseAnswer(
+            Choice.A, "A names the date."
+        )
+        # The call is recorded for the judge's span, as a pairwise call.
+        (record,) = answer.calls
+        assert (record.purpose, record.attempt, record.error) == ("pairwise", 1, None)
+        assert (record.input_tokens, record.output_tokens) == (300, 20)
+        assert record.model == JUDGE_MODEL
         [sent] = judge_server.requests
         assert sent.path == f"/v1beta/models/{JUDGE_MODEL}:generateContent"
         assert sent.body["generationConfig"]["responseSchema"]["required"] == [
@@ -637,7 +645,9 @@ async def test_judge_pair_failed_answers(
     async with open_rig(judge_server) as rig:
         judge_server.script(reply)
         answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
-        assert answer == PairwiseAnswer(Choice.ERROR, reason=reason)
+        assert dataclasses.replace(answer, calls=()) == PairwiseAnswer(Choice.ERROR, reason=reason)
+        # The call answered, but its answer was not usable: its record says why.
+        assert [c.error for c in answer.calls] == [reason]
         assert rig.errors(reason) == 1
         # The model answered: nothing retried, the breaker not charged.
         assert len(judge_server.requests) == 1
@@ -648,7 +658,10 @@ async def test_judge_pair_failures_open_the_breaker(judge_server: JudgeServer) -
     async with open_rig(judge_server) as rig:
         judge_server.script(status(500), status(500), status(500))
         first = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
-        assert first == PairwiseAnswer(Choice.ERROR, reason="http_5xx")
+        assert dataclasses.replace(first, calls=()) == PairwiseAnswer(
+            Choice.ERROR, reason="http_5xx"
+        )
+        assert [(c.attempt, c.error) for c in first.calls] == [(n, "http_5xx") for n in (1, 2, 3)]
         assert len(judge_server.requests) == 3  # max_attempts, backing off in between
         assert rig.clock.sleeps == [pytest.approx(0.005), pytest.approx(0.01)]
         assert rig.value("sidecar_judge_breaker_open", judge_model=JUDGE_MODEL) == 1
@@ -658,7 +671,12 @@ async def test_judge_pair_failures_open_the_breaker(judge_server: JudgeServer) -
 
         # Open: pairwise and graded requests alike fail fast, without an HTTP call.
         second = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
-        assert second == PairwiseAnswer(Choice.ERROR, reason="breaker_open")
+        assert dataclasses.replace(second, calls=()) == PairwiseAnswer(
+            Choice.ERROR, reason="breaker_open"
+        )
+        (refused,) = second.calls
+        assert refused.error == "breaker_open"
+        assert refused.start_unix_nano == refused.end_unix_nano  # no call was made
         graded = await judge_screened(rig.service, refund_rubric(), refund_transcript())
         assert graded.error_reason == "judge_unavailable"
         assert len(judge_server.requests) == 3
@@ -675,7 +693,10 @@ async def test_judge_pair_never_raises_under_pause(judge_server: JudgeServer) ->
     async with open_rig(judge_server, on_judge_unavailable="pause", max_attempts=1) as rig:
         judge_server.script(status(400))
         answer = await rig.service.judge_pair(JUDGE_MODEL, pair_request())
-        assert answer == PairwiseAnswer(Choice.ERROR, reason="http_4xx")
+        assert dataclasses.replace(answer, calls=()) == PairwiseAnswer(
+            Choice.ERROR, reason="http_4xx"
+        )
+        assert [c.purpose for c in answer.calls] == ["pairwise"]
 
 
 class PairBackend(GatedBackend):

@@ -19,6 +19,13 @@ status on failure, ``sidecar.judge.attempt``, ``sidecar.judge.cache_hit`` and
 ``sidecar.judge.purpose`` (:func:`judge_call_attributes`). No prompt or
 answer text goes on them. The verdict span starts at its first judge call.
 
+Canary cases (:meth:`VerdictSpans.record_canary`, ``canary {rubric_id}``) and
+compared pairs (:meth:`VerdictSpans.record_compare`, ``compare {pair id}``)
+are not live traces: each is the root of a trace of its own, with its judge
+calls' spans as children, and no evaluation events (the evidence quotes the
+transcript). ``sidecar run`` records them when it exports verdict spans; the
+one-off commands only when the environment asks for export (:func:`command_spans`).
+
 A conversation verdict goes into the last turn's trace, under its
 root, and links to every other turn's root (``eval.link: conversation_turn``,
 ``eval.turn``); it adds ``eval.scope``, ``gen_ai.conversation.id``,
@@ -49,6 +56,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -62,6 +70,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
+    Span,
     SpanContext,
     SpanKind,
     Status,
@@ -75,7 +84,9 @@ from sidecar import __version__
 from sidecar.errors import ConfigError
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.otlpjson import request_to_json_line
+from sidecar.judge.pairwise import PairOutcome, PairResult
 from sidecar.model import CheckResult, CriterionResult, JudgeCallRecord, Outcome
+from sidecar.telemetry import CANARY, PAIRWISE
 
 EVENT_NAME = "gen_ai.evaluation.result"
 # The GenAI conventions' event text followed (still experimental): semantic-conventions
@@ -96,6 +107,11 @@ CHAT = "chat"
 JUDGE_ATTEMPT = "sidecar.judge.attempt"
 JUDGE_CACHE_HIT = "sidecar.judge.cache_hit"
 JUDGE_PURPOSE = "sidecar.judge.purpose"
+# Canary cases and compared pairs: their spans start traces of their own.
+CANARY_TRACE_ID = "eval.canary.trace_id"
+COMPARE_PAIR_ID = "sidecar.compare.pair_id"
+COMPARE_OUTCOME = "sidecar.compare.outcome"
+COMPARE_ORDER = "sidecar.compare.order"
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +174,34 @@ def verdict_spans(
     if exporter is None:
         return VerdictSpans.disabled()
     return VerdictSpans(tracer_provider(exporter, service_name=service_name), timeout_s=timeout_s)
+
+
+# Variables that show a command-line user asked for span export (the service exports by default).
+_EXPORT_ASKED = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+
+def command_spans(
+    *,
+    enabled: bool,
+    service_name: str,
+    timeout_s: float,
+    environ: Mapping[str, str] | None = None,
+) -> VerdictSpans:
+    """Spans for a one-off command (``sidecar canary``, ``sidecar compare``).
+
+    As for ``sidecar run``, but only when the environment names an exporter or
+    an OTLP endpoint: a CI run without a collector must not wait on one.
+    """
+    env = os.environ if environ is None else environ
+    if not any(env.get(name, "").strip() for name in _EXPORT_ASKED):
+        return VerdictSpans.disabled()
+    return verdict_spans(
+        enabled=enabled, service_name=service_name, timeout_s=timeout_s, environ=env
+    )
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -264,18 +308,7 @@ class VerdictSpans:
             links=links,
             start_time=start,
         )
-        inside = set_span_in_context(span)
-        for call in calls:
-            child = self._tracer.start_span(
-                f"{CHAT} {call.model}",
-                context=inside,
-                kind=SpanKind.CLIENT,
-                attributes=judge_call_attributes(verdict, call),
-                start_time=call.start_unix_nano,
-            )
-            if call.error is not None:
-                child.set_status(Status(StatusCode.ERROR, call.error))
-            child.end(end_time=call.end_unix_nano)
+        self._chat_spans(span, [(call, judge_call_attributes(verdict, call)) for call in calls])
         rubric_only = {k: v for k, v in provenance.items() if k == RUBRIC_HASH}
         for check in verdict.checks:
             evaluator = evaluator_attributes(verdict, check.name, DETERMINISTIC)
@@ -288,6 +321,107 @@ class VerdictSpans:
                 )
         span.end(end_time=end)
         return f"{span.get_span_context().span_id:016x}"
+
+    def record_canary(self, verdict: Verdict) -> str | None:
+        """One canary case: a root span ``canary {rubric_id}`` over its judge calls.
+
+        The canary case was recorded long ago, so the span starts a trace of
+        its own; the case's trace id is an attribute (``eval.canary.trace_id``).
+        No ``gen_ai.evaluation.result`` events: the evidence quotes the
+        transcript, and the canary's figures are metrics already. Its span id,
+        or None when disabled.
+        """
+        if not self.enabled:
+            return None
+        attributes: dict[str, AttributeValue] = {
+            "eval.rubric.id": verdict.rubric_id,
+            "eval.rubric.version": verdict.rubric_version,
+            "eval.judge.model": verdict.judge_model,
+            "eval.outcome": verdict.outcome.value,
+            "eval.judged": verdict.judged,
+            "eval.id": verdict.id,
+            CANARY_TRACE_ID: verdict.trace_id,
+            JUDGE_PURPOSE: CANARY,
+            **_provenance(verdict),
+        }
+        if verdict.judge_error is not None:
+            attributes["error.type"] = verdict.judge_error
+        return self._root_with_calls(
+            f"canary {verdict.rubric_id}",
+            attributes,
+            [(call, judge_call_attributes(verdict, call)) for call in verdict.judge_calls],
+            error=verdict.judge_error,
+        )
+
+    def record_compare(self, result: PairResult, model: str) -> str | None:
+        """One compared pair: a root span ``compare {pair id}`` over both orders' judge calls.
+
+        Each call's span says its order (``sidecar.compare.order``: ``first``,
+        the candidate shown as A, or ``second``). Ids, outcome and the judge's
+        choices only: no prompt, answer or evidence. Its span id, or None when disabled.
+        """
+        if not self.enabled:
+            return None
+        attributes: dict[str, AttributeValue] = {
+            COMPARE_PAIR_ID: result.case_id,
+            COMPARE_OUTCOME: result.outcome.value,
+            "eval.judge.model": model,
+            JUDGE_PURPOSE: PAIRWISE,
+        }
+        children: list[tuple[JudgeCallRecord, dict[str, AttributeValue]]] = []
+        for order, answer in (("first", result.first), ("second", result.second)):
+            attributes[f"sidecar.compare.{order}"] = answer.winner.value
+            for call in answer.calls:
+                child = {
+                    **_call_attributes(call),
+                    COMPARE_PAIR_ID: result.case_id,
+                    COMPARE_ORDER: order,
+                }
+                children.append((call, child))
+        error = result.outcome.value if result.outcome is PairOutcome.ERROR else None
+        return self._root_with_calls(f"compare {result.case_id}", attributes, children, error)
+
+    def _root_with_calls(
+        self,
+        name: str,
+        attributes: dict[str, AttributeValue],
+        children: Sequence[tuple[JudgeCallRecord, dict[str, AttributeValue]]],
+        error: str | None = None,
+    ) -> str:
+        now = time.time_ns()
+        start = min([now, *(c.start_unix_nano for c, _ in children)])
+        end = max([now, *(c.end_unix_nano for c, _ in children)])
+        span = self._tracer.start_span(
+            name,
+            context=Context(),  # a new trace, whatever span is current
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=start,
+        )
+        self._chat_spans(span, children)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=end)
+        return f"{span.get_span_context().span_id:016x}"
+
+    def _chat_spans(
+        self,
+        parent: Span,
+        children: Sequence[tuple[JudgeCallRecord, dict[str, AttributeValue]]],
+    ) -> None:
+        """The judge's own spans, ``chat {model}`` CLIENT children of ``parent``."""
+        inside = set_span_in_context(parent)
+        for call, attributes in children:
+            child = self._tracer.start_span(
+                f"{CHAT} {call.model}",
+                context=inside,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                start_time=call.start_unix_nano,
+            )
+            if call.error is not None:
+                child.set_status(Status(StatusCode.ERROR, call.error))
+            child.end(end_time=call.end_unix_nano)
 
     def flush(self, timeout_ms: int | None = None) -> bool:
         """Export what is queued; False when it did not finish within the bound."""
@@ -338,6 +472,11 @@ def judge_call_attributes(verdict: Verdict, call: JudgeCallRecord) -> dict[str, 
 
     No prompt and no answer: the transcript stays out of the judge's spans.
     """
+    return {**_call_attributes(call), "eval.id": verdict.id, "eval.rubric.id": verdict.rubric_id}
+
+
+def _call_attributes(call: JudgeCallRecord) -> dict[str, AttributeValue]:
+    """What every judge span says about its call, whoever the call was made for."""
     attrs: dict[str, AttributeValue] = {
         "gen_ai.operation.name": CHAT,
         "gen_ai.provider.name": call.provider,
@@ -345,8 +484,6 @@ def judge_call_attributes(verdict: Verdict, call: JudgeCallRecord) -> dict[str, 
         JUDGE_ATTEMPT: call.attempt,
         JUDGE_CACHE_HIT: call.cached,
         JUDGE_PURPOSE: call.purpose,
-        "eval.id": verdict.id,
-        "eval.rubric.id": verdict.rubric_id,
         SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
     }
     if call.response_model is not None:

@@ -21,6 +21,11 @@ human reference label per criterion.
 (``--verdicts OUT`` of an earlier canary, or ``sidecar replay`` output), not
 its ``--json`` summary, which holds no per-case verdicts.
 
+Spans: when the environment asks for span export (``OTEL_TRACES_EXPORTER``
+or an OTLP endpoint set, and ``otel.enabled`` in the settings), each case
+gets a ``canary {rubric}`` span over its ``chat {model}`` judge spans, as in
+the service; without that, nothing is exported.
+
 Exit 0 when the canary passes; 1 when a gated criterion's kappa is undefined
 or below its threshold (``--kappa-threshold``, else the rubric's
 ``calibration.kappa_threshold``, else 0.4) or the error rate is above
@@ -41,6 +46,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from sidecar.adapters.otel import VerdictSpans, command_spans
 from sidecar.calibrate.inputs import parse_labels, parse_verdicts
 from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
 from sidecar.calibrate.report import fmt
@@ -63,7 +69,8 @@ from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
 from sidecar.logs import shown
-from sidecar.settings import load_settings
+from sidecar.settings import Settings, load_settings
+from sidecar.telemetry import CANARY
 from sidecar.terminal import plain, styled, warning_line, yes_no
 from sidecar.wire._base import record_json
 from sidecar.wire.verdicts import verdict_dict, verdict_json
@@ -133,7 +140,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run, error_prefix=parser.prog)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, spans: VerdictSpans | None = None) -> int:
+    """The command; ``spans`` is a seam for tests (default: as the environment says)."""
     stdout, err = consoles()
     out = err if "-" in (args.json_out, args.verdicts, args.records) else stdout
     rubric = load_rubric(args.rubric)
@@ -165,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     verdicts = asyncio.run(_judge(judge, canary_cases(rubric, traces)))
     decided = time.time_ns()  # the canary's verdicts are decided now, whenever the traces ran
     verdicts = [dataclasses.replace(v, decided_at=decided) for v in verdicts]
+    _export(verdicts, spans or command_spans(**_otel(settings)))
     try:
         report = canary_report(
             rubric,
@@ -203,9 +212,25 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _otel(settings: Settings) -> dict[str, Any]:
+    otel = settings.otel
+    return {
+        "enabled": otel.enabled,
+        "service_name": otel.service_name,
+        "timeout_s": otel.shutdown_timeout_s,
+    }
+
+
+def _export(verdicts: list[Verdict], spans: VerdictSpans) -> None:
+    for verdict in verdicts:
+        spans.record_canary(verdict)
+    spans.shutdown()
+
+
 async def _judge(judge: JudgeService, cases: list[Case]) -> list[Verdict]:
     async with judge:
-        return await judge_canary(cases, judge)
+        # Canary calls, as in the service's schedule: their spans say so.
+        return await judge_canary(cases, judge.for_purpose(CANARY))
 
 
 def _not_a_summary(lines: list[str], path: Path) -> None:

@@ -22,6 +22,11 @@ an open breaker, a blocked or truncated answer and a malformed answer make
 that order ERROR, and the pair an error. Pairs whose text trips the injection
 screener are listed, not changed.
 
+Spans: when the environment asks for span export (``OTEL_TRACES_EXPORTER``
+or an OTLP endpoint set, and ``otel.enabled`` in the settings), each pair
+gets a ``compare {pair id}`` span over the ``chat {model}`` spans of both
+orders' judge calls; without that, nothing is exported.
+
 Prints a summary (to stderr when the JSON goes to stdout with ``--json -``)
 and writes the JSON report. Exit 0 when the comparison ran, 2 on a usage
 error or when no judge credentials are configured.
@@ -39,6 +44,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sidecar.adapters.otel import VerdictSpans, command_spans
 from sidecar.adapters.prometheus import Metrics
 from sidecar.calibrate.pairwise_report import CompareReport
 from sidecar.calibrate.report import fmt
@@ -215,8 +221,9 @@ def run(
     sleep: Sleep = asyncio.sleep,
     rand: Callable[[], float] = random.random,
     metrics: Metrics | None = None,
+    spans: VerdictSpans | None = None,
 ) -> int:
-    """The command; ``environ``, ``sleep``, ``rand`` and ``metrics`` are seams for tests."""
+    """The command; ``environ``, ``sleep``, ``rand``, ``metrics``, ``spans``: seams for tests."""
     _, err = consoles()
     try:
         if args.concurrency is not None and args.concurrency < 1:
@@ -226,7 +233,8 @@ def run(
         instructions = _instructions(args)
         records = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
         pairs = [Pair(r.id, r.prompt, r.candidate, r.baseline) for r in records]
-        settings = load_settings(args.config).judge
+        loaded = load_settings(args.config)
+        settings = loaded.judge
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     if not judge_configured(settings, environ):
@@ -244,6 +252,16 @@ def run(
         raise ConfigError(f"{judge_credentials_hint()} ({exc})") from exc
     judge = JudgeService(backend, settings, metrics or Metrics(), sleep=sleep, rand=rand)
     results = asyncio.run(_judge_all(judge, pairs, args.model, instructions, settings.concurrency))
+    if spans is None:
+        spans = command_spans(
+            enabled=loaded.otel.enabled,
+            service_name=loaded.otel.service_name,
+            timeout_s=loaded.otel.shutdown_timeout_s,
+            environ=environ,
+        )
+    for result in results:
+        spans.record_compare(result, args.model)
+    spans.shutdown()
     report = CompareReport(results, args.confidence)
     errors = report.error_reasons()
     # The screening's hits, and the judge's own report (either order) as one more signal.

@@ -93,7 +93,9 @@ def handle(args: argparse.Namespace) -> int:
         if canary_worker
         else []
     )
-    canaries = CanarySchedule(sets, judge, metrics) if judge is not None and sets else None
+    canaries = (
+        CanarySchedule(sets, judge, metrics, spans=spans) if judge is not None and sets else None
+    )
     JudgeState.of(rubrics, judge is not None).report(metrics, logging.getLogger("sidecar"))
     service, server = kafka_service(settings, rubrics, metrics, spans, judge)
     logging.getLogger("sidecar").info(

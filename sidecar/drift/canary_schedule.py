@@ -12,8 +12,10 @@ rubric) and then, on the injected clock:
 - through the production judge service (its slots, rate limits, retries and
   breaker: :meth:`JudgeService.for_purpose`) with the verdict cache
   bypassed and the calls reported as canary calls (the ``sidecar_canary_judge_*``
-  families). Canary verdicts are never emitted: no span, no verdict record,
-  no production counter;
+  families). Canary verdicts are never emitted as verdicts: no verdict span
+  in the case's trace, no verdict record, no production counter. With
+  ``spans`` (the service's, when span export is on) each case gets a span of
+  its own, ``canary {rubric}`` over its judge calls (:class:`CanarySpans`);
 - reports each run (:class:`~sidecar.telemetry.CanaryRan`): per criterion
   ``kappa`` and ``agreement`` (against the labels, when defined),
   ``error_rate`` (ERROR share of the run's verdicts) and ``flip_rate`` (share
@@ -42,6 +44,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from sidecar.calibrate.inputs import parse_labels
 from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
@@ -129,6 +132,12 @@ def load_sets(
     return sets
 
 
+class CanarySpans(Protocol):
+    """Records one canary case's span and its judge calls (``VerdictSpans`` is one)."""
+
+    def record_canary(self, verdict: Verdict) -> str | None: ...
+
+
 class CanarySchedule:
     """Runs the canary sets when due; ``run(stop)`` in the service, ``tick(now)`` in tests."""
 
@@ -139,10 +148,12 @@ class CanarySchedule:
         telemetry: Telemetry,
         *,
         max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+        spans: CanarySpans | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.sets = list(sets)
+        self._spans = spans
         self._judge = judge.for_purpose(CANARY)
         self._telemetry = telemetry
         self._max_error_rate = max_error_rate
@@ -173,6 +184,9 @@ class CanarySchedule:
         # Decided now, whenever the canary traces ran: the drift detectors read this time.
         decided = round(self._clock() * 1e9)
         verdicts = [dataclasses.replace(v, decided_at=decided) for v in verdicts]
+        if self._spans is not None:
+            for verdict in verdicts:
+                self._spans.record_canary(verdict)
         report = canary_report(
             canary.rubric,
             verdicts,

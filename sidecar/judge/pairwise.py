@@ -75,6 +75,7 @@ from sidecar.judge.prompt import (
     new_nonce,
 )
 from sidecar.judge.screen import Screening, screen, with_judge_report
+from sidecar.model import JudgeCallRecord
 
 PROMPT = "PROMPT"
 ANSWER_A = "ANSWER_A"
@@ -241,6 +242,8 @@ class PairwiseAnswer:
     reason: str | None = None
     # The judge's own report that the data tried to instruct it (true only as a JSON true).
     instructed: bool = False
+    # Each attempt at the model for this order (purpose ``pairwise``), for the judge's spans.
+    calls: tuple[JudgeCallRecord, ...] = ()
 
 
 def failed(reason: str) -> PairwiseAnswer:
@@ -309,6 +312,11 @@ class PairResult:
     def instructed(self) -> bool:
         """The judge reported, in either order, that the data tried to instruct it."""
         return self.first.instructed or self.second.instructed
+
+    @property
+    def calls(self) -> tuple[JudgeCallRecord, ...]:
+        """Every attempt at the model, the first order's then the second's."""
+        return (*self.first.calls, *self.second.calls)
 
 
 class PairwiseJudge(Protocol):

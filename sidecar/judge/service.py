@@ -7,7 +7,9 @@ Entry points, all through the same guarded call:
 - :meth:`JudgeService.judge_request`: the same for a request built already
   (``sidecar judge`` prints it first);
 - :meth:`JudgeService.judge_pair`: one pairwise request of
-  :mod:`sidecar.judge.pairwise` (``sidecar compare``).
+  :mod:`sidecar.judge.pairwise` (``sidecar compare``); its answer carries
+  its attempts as :class:`~sidecar.model.JudgeCallRecord` with purpose
+  ``pairwise``.
 
 Order of work for one case (each step may end it)::
 
@@ -76,6 +78,7 @@ from sidecar.judge.screen import Screening, with_judge_report
 from sidecar.model import CriterionResult, JudgeCallRecord, Outcome, Transcript
 from sidecar.retry import Backoff
 from sidecar.telemetry import (
+    PAIRWISE,
     PRODUCTION,
     BreakerChanged,
     CacheLookup,
@@ -348,11 +351,12 @@ class JudgeService:
         cache (each order is asked afresh) and no injection policy (``sidecar
         compare`` lists suspected pairs and keeps their verdicts).
         """
+        attempts: list[JudgeCallRecord] = []
         try:
-            reply = await self._call(model, request)
+            reply = await self._call(model, request, attempts)
         except JudgeUnavailable as exc:
             self._failure(model, exc.reason)
-            return failed(exc.reason)
+            return replace(failed(exc.reason), calls=_pairwise(attempts))
         # The same precedence as for a graded case.
         if reply.blocked:
             answer = failed(BLOCKED)
@@ -364,7 +368,9 @@ class JudgeService:
             answer = parse_pairwise(reply.text)
         if answer.reason is not None:
             self._failure(model, answer.reason)
-        return answer
+            # The call answered; the answer could not be used: its span says why.
+            attempts[-1] = replace(attempts[-1], error=answer.reason)
+        return replace(answer, calls=_pairwise(attempts))
 
     def _verdicts(
         self,
@@ -532,6 +538,11 @@ class JudgeService:
         return (
             reply.input_tokens * price.input_per_mtok + reply.output_tokens * price.output_per_mtok
         ) / 1_000_000
+
+
+def _pairwise(attempts: list[JudgeCallRecord]) -> tuple[JudgeCallRecord, ...]:
+    # A comparison's spans say so, whoever the service reports its calls for.
+    return tuple(replace(a, purpose=PAIRWISE) for a in attempts)
 
 
 def _served_by(reply: BackendReply) -> str:
