@@ -272,15 +272,10 @@ class VerdictSpans:
             trace_flags=TraceFlags(TraceFlags.SAMPLED),
         )
         attributes: dict[str, AttributeValue] = {
-            "eval.rubric.id": verdict.rubric_id,
-            "eval.rubric.version": verdict.rubric_version,
-            "eval.judge.model": verdict.judge_model,
-            "eval.outcome": verdict.outcome.value,
-            "eval.judged": verdict.judged,
+            **_verdict_attributes(verdict),
             "eval.sample_reason": verdict.sample_reason,
             "eval.injection_suspected": verdict.injection_suspected,
             "eval.review": verdict.review,
-            "eval.id": verdict.id,
             "eval.truncated": verdict.truncated,
         }
         provenance = _provenance(verdict)
@@ -334,12 +329,7 @@ class VerdictSpans:
         if not self.enabled:
             return None
         attributes: dict[str, AttributeValue] = {
-            "eval.rubric.id": verdict.rubric_id,
-            "eval.rubric.version": verdict.rubric_version,
-            "eval.judge.model": verdict.judge_model,
-            "eval.outcome": verdict.outcome.value,
-            "eval.judged": verdict.judged,
-            "eval.id": verdict.id,
+            **_verdict_attributes(verdict),
             CANARY_TRACE_ID: verdict.trace_id,
             JUDGE_PURPOSE: CANARY,
             **_provenance(verdict),
@@ -507,6 +497,18 @@ def evaluator_attributes(verdict: Verdict, name: str, kind: str) -> dict[str, At
         EVALUATOR_VERSION: version,
         EVALUATOR_TYPE: kind,
         SCHEMA_ATTRIBUTE: EVALUATION_SCHEMA,
+    }
+
+
+def _verdict_attributes(verdict: Verdict) -> dict[str, AttributeValue]:
+    """What a verdict and a canary case span both say of their verdict."""
+    return {
+        "eval.rubric.id": verdict.rubric_id,
+        "eval.rubric.version": verdict.rubric_version,
+        "eval.judge.model": verdict.judge_model,
+        "eval.outcome": verdict.outcome.value,
+        "eval.judged": verdict.judged,
+        "eval.id": verdict.id,
     }
 
 
