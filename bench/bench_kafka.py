@@ -411,6 +411,7 @@ kafka:
   bootstrap_servers: "{bootstrap}"
   topic: {topic}
   group_id: {sidecar_group(topic, workers)}
+  logs_topic: {topic}.logs
   dead_letter_topic: {topic}.dlq
   verdict_topic: {topic}.verdicts.w{workers}
 assembler: {{decision_wait_s: 0.5}}
@@ -420,6 +421,15 @@ otel: {{enabled: false}}
 """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
+    # As a user does: the topics this configuration uses first (run checks that they exist).
+    subprocess.run(
+        [sys.executable, "-m", "sidecar", "topics", "create", "--config", str(config)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     log_path = work / "sidecar.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
