@@ -246,6 +246,7 @@ class SidecarProcess:
                 "verdict_topic": f"{topic}.verdicts",
                 # Its own logs topic, made by `sidecar topics create` with the spans' count.
                 "logs_topic": f"{topic}.logs",
+                "backfill_verdict_topic": f"{topic}.verdicts_backfill",
                 "commit_interval_s": 0.5,
                 "session_timeout_ms": 6000,
                 "heartbeat_interval_ms": 1000,
@@ -253,6 +254,11 @@ class SidecarProcess:
             "assembler": {"decision_wait_s": 0.5, "max_trace_age_s": 20},
             "metrics": {"host": "127.0.0.1", "port": self.metrics_port},
             "otel": {"enabled": otlp_port is not None},
+            # Every topic named after this test's: a default name (eval_labels,
+            # eval_conversations) would be shared with other tests on the broker,
+            # with whatever partition count the first one gave it.
+            "review": {"topic": f"{topic}.review", "labels_topic": f"{topic}.labels"},
+            "conversations": {"topic": f"{topic}.turns", "state_topic": f"{topic}.state"},
         }
         for key, value in (extra or {}).items():
             if isinstance(value, dict):
