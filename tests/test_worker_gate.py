@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from sidecar.adapters.workers import GATE_ENV, Supervisor, pass_gate
+from sidecar.adapters.workers import GATE_ENV, Supervisor, pass_gate, worker_command
 from sidecar.settings import Settings
 
 
@@ -116,3 +118,29 @@ async def test_a_worker_that_exits_is_started_again_after_a_doubling_back_off(
     assert supervisor.restarts._value.get() >= 3
     # Waited 0.05 s, then 0.1 s between the three starts at least.
     assert asyncio.get_running_loop().time() - started >= 0.15
+
+
+def test_a_worker_imports_the_installed_package_from_a_folder_holding_a_sidecar_dir(
+    tmp_path: Path,
+) -> None:
+    # A user's folder with an unrelated sidecar/ package that cannot be imported.
+    bogus = tmp_path / "sidecar"
+    bogus.mkdir()
+    (bogus / "__init__.py").write_text('raise ImportError("the bogus sidecar was imported")\n')
+    missing = tmp_path / "missing.yaml"
+    command = worker_command(missing, "info")
+    # Plain `python -m sidecar` from there imports the bogus package: what the fix avoids.
+    plain = subprocess.run(
+        [sys.executable, "-m", "sidecar", *command[command.index("sidecar") + 1 :]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "the bogus sidecar was imported" in plain.stderr
+    # The worker's command runs the installed sidecar: it reads the configuration and
+    # says what is wrong with it (here: no such file).
+    worker = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "bogus" not in worker.stderr, worker.stderr
+    assert f"{missing}: cannot read configuration" in worker.stderr, worker.stderr
+    assert worker.returncode == 2

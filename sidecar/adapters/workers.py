@@ -326,8 +326,15 @@ class Supervisor:
 
 
 def worker_command(config: Path | None, log_level: str, log_format: str = "text") -> list[str]:
-    """The command line of one worker: ``sidecar run`` with the same config, one process."""
-    command = [sys.executable, "-m", "sidecar", "run", "--workers", "1", "--log-level", log_level]
+    """The command line of one worker: ``sidecar run`` with the same config, one process.
+
+    ``-P``: the worker inherits the supervisor's working directory, and plain
+    ``python -m`` would put that directory first on ``sys.path``, so a folder
+    named ``sidecar`` there (a user's own) would be imported instead of the
+    installed package. With ``-P`` the interpreter leaves the directory out.
+    """
+    command = [sys.executable, "-P", "-m", "sidecar", "run", "--workers", "1"]
+    command += ["--log-level", log_level]
     command += ["--log-format", log_format]
     if config is not None:
         command += ["--config", str(config)]
