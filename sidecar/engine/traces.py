@@ -1,8 +1,9 @@
 """The trace engine's configuration: spans (and logs) in, one verdict per rubric out.
 
 :class:`TraceBuffer` is the engine's buffer: each record of the spans topic
-(or of the logs topic beside it, co-partitioned) is decoded and added to the
-:class:`~sidecar.ingest.assemble.Assembler`; a record that cannot be decoded
+(or of the logs topic beside it, co-partitioned) is added to the
+:class:`~sidecar.ingest.assemble.Assembler`, which holds a protobuf record's
+spans as read and decodes them when their trace is decided; a record that cannot be decoded
 raises :class:`~sidecar.errors.DecodeError` and is dead-lettered by the
 engine. A trace leaves the assembler decided (root ended and
 ``decision_wait`` quiet, ``max_trace_age``, a bound, or shutdown); the
@@ -48,7 +49,7 @@ from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import Assembler
-from sidecar.ingest.decode import Encoding
+from sidecar.ingest.decode import Encoding, decode
 from sidecar.ingest.handover import Handover
 from sidecar.ingest.offsets import Held
 from sidecar.judge import Judge
@@ -119,6 +120,9 @@ class TraceBuffer:
             if self.logs_topic is not None and record.topic == self.logs_topic:
                 decoded = self.log_decoder(record.value, self.encoding)
                 early = self.assembler.add_logs(decoded, now, ref)
+            elif self.decoder is decode:
+                # Held as read until decided (see Assembler.add_record).
+                early = self.assembler.add_record(bytes(record.value), self.encoding, now, ref)
             else:
                 early = self.assembler.add(self.decoder(record.value, self.encoding), now, ref)
         # Whatever add raises, the engine dead-letters the record: its one decision.

@@ -46,6 +46,7 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sidecar.evaluate.conventions import ROOT_SPANS, RootSpans
+from sidecar.ingest.decode import Encoding, ScannedSpans, decode, decode_proto, scan_proto
 from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
 
 
@@ -66,41 +67,95 @@ class AssemblerStats:
     open: int = 0
 
 
+# What an open trace holds of its spans, in arrival order: decoded spans, or an
+# OTLP protobuf request (the record as read, or the part of it for this trace) that
+# is decoded when the trace is decided.
+_Part = Span | bytes
+_NO_LOGS: tuple[LogRecord, ...] = ()
+
+
 @dataclass(slots=True)
 class _Open:
     trace_id: str
     first_arrival: float
     last_arrival: float
-    spans: list[Span] = field(default_factory=list)
-    # The first span seen under each id.
-    span_ids: dict[str, Span] = field(default_factory=dict)
+    parts: list[_Part] = field(default_factory=list)
+    # Span id of the first copy under each id -> its parent id (None for none); ids as
+    # 8 raw bytes when they are lowercase hex (always, from the decoders).
+    ids: dict[bytes | str, bytes | str | None] = field(default_factory=dict)
+    # Spans kept (copies under an id already seen included).
+    spans: int = 0
+    duplicates: bool = False
     first_offsets: dict[int, int] = field(default_factory=dict)
-    logs: list[LogRecord] = field(default_factory=list)
-    first_log_offsets: dict[int, int] = field(default_factory=dict)
+    logs: list[LogRecord] | tuple[LogRecord, ...] = _NO_LOGS
+    first_log_offsets: dict[int, int] | None = None
     # has_root's answer until the next span arrives (due() asks on every round).
     rooted: bool | None = None
+    # The decoded spans, kept from has_root to the decision when it found a root.
+    decoded: list[Span] | None = None
+    # The first span under each id, once two spans of the trace shared an id: from
+    # then on the trace holds its spans decoded (redeliveries are compared).
+    firsts: dict[bytes | str, Span] | None = None
+
+    def decode(self) -> list[Span]:
+        if self.decoded is not None:
+            return self.decoded
+        spans: list[Span] = []
+        for part in self.parts:
+            if isinstance(part, bytes):
+                spans.extend(decode_proto(part))
+            else:
+                spans.append(part)
+        return spans
 
     def has_root(self, root_spans: RootSpans) -> bool:
         if self.rooted is None:
-            self.rooted = any(_is_root(s, self.span_ids, root_spans) for s in self.spans)
+            parents = self.ids.values()
+            if None in parents:
+                self.rooted = True
+            elif not self.duplicates and all(parent in self.ids for parent in parents):
+                self.rooted = False
+            else:
+                # A parent outside the trace (or copies under one id): the spans decide.
+                spans = self.decode()
+                span_ids = {s.span_id for s in spans}
+                self.rooted = any(_is_root(s, span_ids, root_spans) for s in spans)
+                if self.rooted:
+                    self.decoded = spans
         return self.rooted
 
     def to_trace(self, reason: DecideReason, truncated: bool, root_spans: RootSpans) -> Trace:
-        spans = sorted(self.spans, key=lambda s: (s.start_time_unix_nano, s.span_id))
+        has_root = self.has_root(root_spans)
+        spans = sorted(self.decode(), key=lambda s: (s.start_time_unix_nano, s.span_id))
         return Trace(
             trace_id=self.trace_id,
             spans=tuple(spans),
             reason=reason,
             truncated=truncated,
-            has_root=self.has_root(root_spans),
+            has_root=has_root,
             first_offsets=dict(self.first_offsets),
             logs=tuple(self.logs),
-            first_log_offsets=dict(self.first_log_offsets),
+            first_log_offsets=dict(self.first_log_offsets or {}),
         )
 
     @property
     def records(self) -> int:
-        return len(self.spans) + len(self.logs)
+        return self.spans + len(self.logs)
+
+    def changed(self) -> None:
+        self.rooted = None
+        self.decoded = None
+
+
+def _id_key(span_id: str | None) -> bytes | str | None:
+    """The key of a hex span id in ``_Open.ids``: its 8 bytes (the scanned records' form)."""
+    if span_id is None or len(span_id) != 16:
+        return span_id
+    try:
+        raw = bytes.fromhex(span_id)
+    except ValueError:
+        return span_id
+    return raw if raw.hex() == span_id else span_id
 
 
 def _is_root(span: Span, span_ids: Container[str], root_spans: RootSpans) -> bool:
@@ -142,6 +197,9 @@ class Assembler:
         self._open: dict[str, _Open] = {}
         self._quiet: OrderedDict[str, None] = OrderedDict()
         self._decided: OrderedDict[str, None] = OrderedDict()
+        # The record add_record is reading, and its spans not yet in their traces' parts.
+        self._scanned: ScannedSpans | None = None
+        self._pending: dict[str, list[int]] = {}
 
     @property
     def open_traces(self) -> int:
@@ -157,21 +215,91 @@ class Assembler:
                 self.stats.late_spans += 1
                 continue
             entry = self._entry(trace_id, now, early)
-            first = entry.span_ids.get(span.span_id)
-            if first is None:
-                entry.span_ids[span.span_id] = span
-            elif first == span:
-                self.stats.redelivered_spans += 1
-                continue  # the same span delivered again; nothing new
-            else:
-                self.stats.duplicate_span_ids += 1
-            entry.spans.append(span)
-            entry.rooted = None
-            self._touch(entry, now)
-            if ref is not None:
-                _lower(entry.first_offsets, ref)
-            self._check_limit(entry, early)
+            key = _id_key(span.span_id)
+            assert key is not None
+            if self._keep(entry, key, _id_key(span.parent_span_id), span):
+                self._added(entry, now, ref, early)
         return early
+
+    def add_record(
+        self, payload: bytes, encoding: Encoding, now: float, ref: RecordRef | None = None
+    ) -> list[Trace]:
+        """Buffer the spans of one record as :func:`~sidecar.ingest.decode.decode` reads it.
+
+        A protobuf record is kept as read (or, when it holds spans of other
+        traces or copies already seen, the part of it for each trace) and
+        decoded when its trace is decided: an open trace costs about its
+        bytes. Raises DecodeError as ``decode`` does. Returns traces decided
+        early because a bound was hit.
+        """
+        scanned = scan_proto(payload, encoding)
+        if scanned is None:
+            return self.add(decode(payload, encoding), now, ref)
+        early: list[Trace] = []
+        self._scanned = scanned
+        self._pending = {}
+        try:
+            for index, (trace_id, span_id, parent) in enumerate(scanned.spans):
+                self.stats.spans += 1
+                if trace_id in self._decided:
+                    self.stats.late_spans += 1
+                    continue
+                entry = self._entry(trace_id, now, early)
+                if entry.firsts is None and span_id not in entry.ids:
+                    entry.ids[span_id] = parent
+                    self._pending.setdefault(trace_id, []).append(index)
+                else:
+                    self._flush(trace_id)
+                    if not self._keep(entry, span_id, parent, scanned.span(index)):
+                        continue
+                self._added(entry, now, ref, early)
+            for trace_id in list(self._pending):
+                self._flush(trace_id)
+        finally:
+            self._scanned = None
+            self._pending = {}
+        return early
+
+    def _flush(self, trace_id: str) -> None:
+        """The current record's spans of ``trace_id`` go to its parts."""
+        indices = self._pending.pop(trace_id, None)
+        if not indices or self._scanned is None:
+            return
+        scanned = self._scanned
+        entry = self._open[trace_id]
+        if len(indices) == len(scanned.spans):
+            entry.parts.append(scanned.payload)  # the whole record is this trace's
+        else:
+            entry.parts.append(scanned.subset(indices))
+
+    def _keep(self, entry: _Open, key: bytes | str, parent: bytes | str | None, span: Span) -> bool:
+        """Whether ``span`` is new to ``entry`` (then held): a redelivery is not (counted)."""
+        if key not in entry.ids:
+            entry.ids[key] = parent
+            if entry.firsts is not None:
+                entry.firsts[key] = span
+        else:
+            if entry.firsts is None:
+                spans = entry.decode()
+                entry.parts = list(spans)
+                entry.firsts = {}
+                for held in spans:
+                    entry.firsts.setdefault(_id_key(held.span_id) or "", held)
+            if entry.firsts.get(key) == span:
+                self.stats.redelivered_spans += 1
+                return False  # the same span delivered again; nothing new
+            self.stats.duplicate_span_ids += 1
+            entry.duplicates = True
+        entry.parts.append(span)
+        return True
+
+    def _added(self, entry: _Open, now: float, ref: RecordRef | None, early: list[Trace]) -> None:
+        entry.spans += 1
+        entry.changed()
+        self._touch(entry, now)
+        if ref is not None:
+            _lower(entry.first_offsets, ref)
+        self._check_limit(entry, early)
 
     def add_logs(
         self, logs: Iterable[LogRecord], now: float, ref: RecordRef | None = None
@@ -191,9 +319,13 @@ class Assembler:
                 self.stats.late_logs += 1
                 continue
             entry = self._entry(trace_id, now, early)
+            if not isinstance(entry.logs, list):
+                entry.logs = []
             entry.logs.append(log)
             self._touch(entry, now)
             if ref is not None:
+                if entry.first_log_offsets is None:
+                    entry.first_log_offsets = {}
                 _lower(entry.first_log_offsets, ref)
             self._check_limit(entry, early)
         return early
@@ -265,7 +397,7 @@ class Assembler:
             tid
             for tid, entry in self._open.items()
             if revoked.intersection(entry.first_offsets)
-            or revoked.intersection(entry.first_log_offsets)
+            or revoked.intersection(entry.first_log_offsets or ())
         ]
         for trace_id in dropped:
             self._forget(trace_id)
@@ -278,7 +410,11 @@ class Assembler:
 
     def held_log_offsets(self) -> dict[int, int]:
         """Lowest logs-topic offset per partition still needed by an undecided trace."""
-        return _lowest(entry.first_log_offsets for entry in self._open.values())
+        return _lowest(
+            entry.first_log_offsets
+            for entry in self._open.values()
+            if entry.first_log_offsets is not None
+        )
 
     def _forget(self, trace_id: str) -> None:
         del self._open[trace_id]
@@ -286,6 +422,7 @@ class Assembler:
         self.stats.open = len(self._open)
 
     def _decide(self, trace_id: str, reason: DecideReason, *, truncated: bool) -> Trace:
+        self._flush(trace_id)
         entry = self._open[trace_id]
         self._forget(trace_id)
         self._decided[trace_id] = None

@@ -25,7 +25,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -126,6 +126,93 @@ def _parse_proto(request: Message, payload: bytes, leaves: tuple[str, str, str])
         raise DecodeError(
             "bad_protobuf", f"not an OTLP protobuf {request.DESCRIPTOR.name}: {strict}"
         ) from strict
+
+
+@dataclass(slots=True)
+class ScannedSpans:
+    """A protobuf record read only as far as the trace buffer needs it (:func:`scan_proto`).
+
+    ``spans``: per span in record order, its trace id (hex), its span id and
+    its parent's (8 raw bytes; the parent ``None`` as :func:`decode` has it).
+    The spans themselves are decoded later from ``payload``, or from
+    :meth:`subset` when only some of them are wanted.
+    """
+
+    payload: bytes
+    request: ExportTraceServiceRequest
+    spans: list[tuple[str, bytes, bytes | None]]
+    # (resource_spans, scope_spans, span) index of each span.
+    where: list[tuple[int, int, int]]
+
+    def subset(self, indices: Sequence[int]) -> bytes:
+        """A request holding only the spans at ``indices`` (in order), with their resource and scope."""
+        request = self.request
+        out = ExportTraceServiceRequest()
+        resource_out = scope_out = None
+        last_resource = last_scope = -1
+        for index in indices:
+            r, s, i = self.where[index]
+            resource_spans = request.resource_spans[r]
+            if r != last_resource or resource_out is None:
+                resource_out = out.resource_spans.add()
+                resource_out.resource.CopyFrom(resource_spans.resource)
+                resource_out.schema_url = resource_spans.schema_url
+                last_resource, last_scope = r, -1
+            scope_spans = resource_spans.scope_spans[s]
+            if s != last_scope or scope_out is None:
+                scope_out = resource_out.scope_spans.add()
+                scope_out.scope.CopyFrom(scope_spans.scope)
+                scope_out.schema_url = scope_spans.schema_url
+                last_scope = s
+            scope_out.spans.append(scope_spans.spans[i])
+        return out.SerializeToString()
+
+    def span(self, index: int) -> Span:
+        """The span at ``index``, decoded."""
+        return decode_proto(self.subset([index]))[0]
+
+
+def scan_proto(payload: bytes, encoding: Encoding = "auto") -> ScannedSpans | None:
+    """Read a protobuf record's span ids without decoding the spans (the trace buffer's read).
+
+    Raises the :class:`DecodeError` :func:`decode` would raise for a record
+    that parses (``empty``, ``bad_id``, ``no_spans``); ``None`` for a record
+    :func:`decode` must read itself: OTLP/JSON, or protobuf the strict parser
+    refuses (read leniently, or refused as ``bad_protobuf``, by :func:`decode`).
+    Decoding ``payload`` later gives exactly the spans :func:`decode` gives now.
+    """
+    if not payload:
+        raise DecodeError("empty", "record is empty")
+    if encoding == "otlp_json" or (encoding == "auto" and payload.lstrip()[:1] == b"{"):
+        return None
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(payload)
+    except (ProtobufDecodeError, MemoryError, RecursionError):
+        return None
+    spans: list[tuple[str, bytes, bytes | None]] = []
+    where: list[tuple[int, int, int]] = []
+    for r, resource_spans in enumerate(request.resource_spans):
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            for i, span in enumerate(scope_spans.spans):
+                raw = span.trace_id
+                trace_id = raw.hex()
+                if len(raw) != 16 or trace_id == _ZERO_TRACE:
+                    _pb_id(raw, 16, "trace_id")
+                span_id = span.span_id
+                if len(span_id) != 8 or span_id == _ZERO_SPAN_RAW:
+                    _pb_id(span_id, 8, "span_id")
+                parent: bytes | None = span.parent_span_id
+                if len(parent) != 8 or parent == _ZERO_SPAN_RAW:  # type: ignore[arg-type]
+                    parent = None
+                spans.append((trace_id, span_id, parent))
+                where.append((r, s, i))
+    if not spans:
+        raise DecodeError("no_spans", "request holds no spans")
+    return ScannedSpans(payload, request, spans, where)
+
+
+_ZERO_SPAN_RAW = bytes(8)
 
 
 def spans_from_request(request: ExportTraceServiceRequest) -> list[Span]:
