@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from sys import intern
 from typing import Any, Literal, TypeVar
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -302,22 +303,24 @@ class _TooDeep(Exception):
 def _pb_attributes(items: Sequence[KeyValue], cut: _Cut) -> dict[str, AttrValue]:
     attributes: dict[str, AttrValue] = {}
     for kv in items:
+        # Keys repeat on every span: one string each (interned strings go with their last use).
+        key = intern(kv.key)
         value = kv.value
         # Most values are strings: a non-empty string_value can only be the oneof's own
         # value, so one upb read decides them, without WhichOneof. Other scalars inline,
         # nested values through _pb_value.
         text = value.string_value
         if text:
-            attributes[kv.key] = text
+            attributes[key] = text
             continue
         kind = value.WhichOneof("value")
         if kind in _SCALARS:
-            attributes[kv.key] = getattr(value, kind)
+            attributes[key] = getattr(value, kind)
         else:
             try:
-                attributes[kv.key] = _pb_value(value, 0)
+                attributes[key] = _pb_value(value, 0)
             except _TooDeep:
-                attributes[kv.key] = None
+                attributes[key] = None
                 cut.count += 1
     return attributes
 
