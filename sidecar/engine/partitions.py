@@ -19,7 +19,13 @@ Each round (:meth:`PartitionEngine.step`):
    record is dead-lettered with its reason; its offset is held until the
    dead letter is acknowledged);
 3. items due are taken while there is room; the round's items go to the
-   planning thread in one hop;
+   planning thread in hops of at most :data:`PLAN_BATCH`, queued in order:
+   each hop is finished (judged, emitted, released) as soon as it is
+   planned, while the next is planned, so room comes back a hop at a time
+   and the partitions resume while work is still queued (one hop for the
+   whole round would release everything at once, after the last plan, and
+   leave the planning thread idle while the next traces wait out their
+   decision wait);
 4. on ``commit_interval_s``, commit: per topic and partition, the lowest
    offset held by the buffer or by an item in flight, else the next offset
    (:class:`~sidecar.ingest.offsets.TopicOffsets`).
@@ -64,6 +70,9 @@ P_in = TypeVar("P_in", contravariant=True)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+
+# Items planned in one hop to the planning thread, at most.
+PLAN_BATCH = 64
 
 
 class Buffer(Protocol[T]):
@@ -226,7 +235,7 @@ class PartitionEngine(Generic[T, P]):
         self.flight.decided(item, self.buffer.holds(item), now)
 
     def _dispatch_due(self, now: float) -> None:
-        """Start what waits, then take due items while there is room; one task per round."""
+        """Start what waits, then take due items while there is room; a task per hop."""
         self._start_waiting()
         room = self.flight.room()
         if room > 0 and not self.flight.waiting:
@@ -241,7 +250,8 @@ class PartitionEngine(Generic[T, P]):
     def _flush_round(self) -> None:
         if self._round:
             batch, self._round = self._round, []
-            self._spawn(self._evaluate(batch))
+            for start in range(0, len(batch), PLAN_BATCH):
+                self._spawn(self._evaluate(batch[start : start + PLAN_BATCH]))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         async def run() -> None:

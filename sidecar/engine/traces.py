@@ -12,7 +12,7 @@ previous owner of its partition decided early is flagged ``partial``.
 
 :class:`TraceWork` evaluates the decided traces:
 
-- ``plan`` (planning thread, one hop per round): transcript, routing, checks,
+- ``plan`` (planning thread, in hops of the engine's ``PLAN_BATCH``): transcript, routing, checks,
   screening, sampling (:func:`sidecar.evaluate.pipeline.plan`); an exception
   stays with its trace;
 - ``finish`` (event loop): the traces nobody needs to judge are concluded
