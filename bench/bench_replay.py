@@ -7,11 +7,16 @@ ratios say what each layer costs, independent of how fast this machine is:
   field and attribute of every span in a plain loop: the floor of any decoder;
 - ``decode only``: ``sidecar.ingest.decode`` of the records.
 
+``--grounding`` times the ``grounded_numbers`` check alone instead (median µs per
+trace over the transcripts of the same generated traces, evidence read as the
+replay reads it).
+
 ``--verdicts FILE`` writes the verdict records of the replay, one per line in
 a stable order, and prints their sha256: run it before and after a change to
 show the verdicts are identical (``--traces 10000`` for the issue's check).
 
     .venv/bin/python bench/bench_replay.py [--traces 2000] [--repeats 5] [--verdicts FILE]
+    .venv/bin/python bench/bench_replay.py --grounding [--traces 2000] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -119,6 +124,27 @@ def pipeline(records: list[bytes], rubrics: list) -> int:  # type: ignore[type-a
     return spans
 
 
+def grounding_micro(records: list[bytes], repeats: int) -> tuple[int, float]:
+    """(traces, median µs per trace) of ``grounded_numbers`` alone on the replay's transcripts."""
+    from sidecar.evaluate.checks.grounding import GroundedNumbers, grounded_numbers
+    from sidecar.evaluate.transcript import build_transcript
+
+    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
+    traces = []
+    for record in records:
+        traces.extend(assembler.add(decode(record), 0.0))
+    traces.extend(assembler.drain(DecideReason.FLUSH))
+    transcripts = [build_transcript(t) for t in traces]
+    spec = GroundedNumbers(name="grounded", type="grounded_numbers")
+    per_trace: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for transcript in transcripts:
+            grounded_numbers(spec, transcript)
+        per_trace.append((time.perf_counter() - start) / len(transcripts) * 1e6)
+    return len(transcripts), statistics.median(per_trace)
+
+
 def timed(fn, *args) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     spans = fn(*args)
@@ -130,9 +156,14 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--verdicts", type=Path, help="write the verdict records here, sorted")
+    parser.add_argument("--grounding", action="store_true", help="time grounded_numbers alone")
     args = parser.parse_args()
     cases = make_cases(args.traces, seed=1)
     records = [part for c in cases for part in split_requests(c.spans, 2)]
+    if args.grounding:
+        count, micros = grounding_micro(records, args.repeats)
+        print(f"grounded_numbers alone: {count} traces, median {micros:.1f} µs per trace")
+        return
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
