@@ -73,7 +73,8 @@ def attribute_read(records: list[bytes]) -> int:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     spans += 1
-                    fields = [span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex()]
+                    fields: list[object] = [span.trace_id.hex(), span.span_id.hex()]
+                    fields.append(span.parent_span_id.hex())
                     fields += [span.name, span.kind, span.start_time_unix_nano]
                     fields += [span.end_time_unix_nano, span.status.code, span.status.message]
                     for kv in span.attributes:
