@@ -65,7 +65,7 @@ from pydantic import Field
 
 from sidecar.bounds import json_too_deep
 from sidecar.evaluate.checks._common import Finding, errored, failed, no_answer, passed, plural
-from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
 from sidecar.model import Captured, Flag, Outcome, Transcript
 
 
@@ -585,5 +585,10 @@ def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
 
 # The evidence for a number may be in a tool result a truncated trace lost.
 GROUNDED_NUMBERS = CheckType(
-    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL, about_tools=False
+    GroundedNumbers,
+    grounded_numbers,
+    inconclusive_if_truncated=Outcome.FAIL,
+    about_tools=False,
+    # The answer, its evidence (tool calls, the input) and what of it was not captured.
+    reads=frozenset({Part.ANSWER, Part.USER_INPUT, Part.TOOL_CALLS, Part.CAPTURE, Part.FLAGS}),
 )
