@@ -32,7 +32,43 @@ from sidecar.evaluate.checks.base import CheckConfig, Part
 from sidecar.evaluate.rubric import Rubric, Scope
 from sidecar.model import CheckResult, Outcome, Transcript, new_check_result
 
-__all__ = ["CompiledCheck", "Plan", "RubricPlan", "compile_plan", "compile_rubric", "reads_of"]
+__all__ = [
+    "PART_FIELDS",
+    "CompiledCheck",
+    "Plan",
+    "RubricPlan",
+    "compile_plan",
+    "compile_rubric",
+    "only_parts",
+    "reads_of",
+]
+
+# The fields of a transcript each part is; every check also reads ``truncated``.
+PART_FIELDS: dict[Part, tuple[str, ...]] = {
+    Part.TOOL_CALLS: ("tool_calls",),
+    Part.ANSWER: ("answer",),
+    Part.USER_INPUT: ("user_input",),
+    Part.CAPTURE: ("capture",),
+    Part.LATENCY: ("latency_ms", "latency_error"),
+    Part.ERROR_SPANS: ("error_spans",),
+    Part.FLAGS: ("flags",),
+    Part.TURNS: ("turns",),
+}
+
+
+def only_parts(transcript: Transcript, parts: frozenset[Part]) -> Transcript:
+    """``transcript`` with only ``parts`` (and its ids and ``truncated``); the rest as unset.
+
+    What a check declaring ``parts`` concludes on it is what it concludes on
+    ``transcript``: the declarations are tested so.
+    """
+    kept = {name: getattr(transcript, name) for part in parts for name in PART_FIELDS[part]}
+    return Transcript(
+        trace_id=transcript.trace_id,
+        root_span_id=transcript.root_span_id,
+        truncated=transcript.truncated,
+        **kept,
+    )
 
 
 @dataclass(frozen=True, slots=True)
