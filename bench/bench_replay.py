@@ -8,8 +8,9 @@ ratios say what each layer costs, independent of how fast this machine is:
 - ``decode only``: ``sidecar.ingest.decode`` of the records.
 
 ``--grounding`` times the ``grounded_numbers`` check alone instead (median µs per
-trace over the transcripts of the same generated traces, evidence read as the
-replay reads it).
+trace over the transcripts of the same generated traces), with its scans as
+they are and as they were before their digit anchors and the skipped second
+pass, in alternation in one process.
 
 ``--verdicts FILE`` writes the verdict records of the replay, one per line in
 a stable order, and prints their sha256: run it before and after a change to
@@ -125,9 +126,17 @@ def pipeline(records: list[bytes], rubrics: list) -> int:  # type: ignore[type-a
     return spans
 
 
-def grounding_micro(records: list[bytes], repeats: int) -> tuple[int, float]:
-    """(traces, median µs per trace) of ``grounded_numbers`` alone on the replay's transcripts."""
-    from sidecar.evaluate.checks.grounding import GroundedNumbers, grounded_numbers
+def grounding_micro(records: list[bytes], repeats: int) -> tuple[int, float, float]:
+    """(traces, median µs per trace unanchored, anchored) of ``grounded_numbers`` alone.
+
+    "Unanchored" is the check with its scans as they were: the claim, evidence-form
+    and unreadable-form patterns without their leading digit lookahead, and the
+    second evidence pass run on every text. Both are timed in alternation in this
+    process, on the transcripts of the replay's traces, so load affects both alike.
+    """
+    import re
+
+    from sidecar.evaluate.checks import grounding
     from sidecar.evaluate.transcript import build_transcript
 
     assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
@@ -136,14 +145,36 @@ def grounding_micro(records: list[bytes], repeats: int) -> tuple[int, float]:
         traces.extend(assembler.add(decode(record), 0.0))
     traces.extend(assembler.drain(DecideReason.FLUSH))
     transcripts = [build_transcript(t) for t in traces]
-    spec = GroundedNumbers(name="grounded", type="grounded_numbers")
-    per_trace: list[float] = []
-    for _ in range(repeats):
+    spec = grounding.GroundedNumbers(name="grounded", type="grounded_numbers")
+    names = ("_CLAIM", "_EVIDENCE_FORM", "_UNREADABLE", "_MULTI_PART")
+    anchored = {name: getattr(grounding, name) for name in names}
+    unanchored = {
+        name: re.compile(anchored[name].pattern.removeprefix("(?=[0-9])")) for name in names[:3]
+    }
+    unanchored["_MULTI_PART"] = re.compile("")  # always found: the second pass always runs
+
+    def run(patterns: dict[str, re.Pattern[str]]) -> float:
+        for name, pattern in patterns.items():
+            setattr(grounding, name, pattern)
+        findings: list[object] = []
         start = time.perf_counter()
         for transcript in transcripts:
-            grounded_numbers(spec, transcript)
-        per_trace.append((time.perf_counter() - start) / len(transcripts) * 1e6)
-    return len(transcripts), statistics.median(per_trace)
+            findings.append(grounding.grounded_numbers(spec, transcript))
+        elapsed = time.perf_counter() - start
+        outcomes.append(findings)
+        return elapsed / len(transcripts) * 1e6
+
+    outcomes: list[list[object]] = []
+    before: list[float] = []
+    after: list[float] = []
+    try:
+        for _ in range(repeats):
+            before.append(run(unanchored))
+            after.append(run(anchored))
+    finally:
+        run(anchored)
+    assert all(o == outcomes[0] for o in outcomes), "the scans disagree"
+    return len(transcripts), statistics.median(before), statistics.median(after)
 
 
 def timed(fn, *args) -> tuple[float, int]:  # type: ignore[no-untyped-def]
@@ -162,8 +193,11 @@ def main() -> None:
     cases = make_cases(args.traces, seed=1)
     records = [part for c in cases for part in split_requests(c.spans, 2)]
     if args.grounding:
-        count, micros = grounding_micro(records, args.repeats)
-        print(f"grounded_numbers alone: {count} traces, median {micros:.1f} µs per trace")
+        count, before, after = grounding_micro(records, args.repeats)
+        print(
+            f"grounded_numbers alone, {count} traces, median µs per trace: "
+            f"unanchored scans {before:.1f}, anchored {after:.1f}, ratio {before / after:.2f}"
+        )
         return
     import tempfile
 
