@@ -7,11 +7,17 @@ ratios say what each layer costs, independent of how fast this machine is:
   field and attribute of every span in a plain loop: the floor of any decoder;
 - ``decode only``: ``sidecar.ingest.decode`` of the records.
 
+``--grounding`` times the ``grounded_numbers`` check alone instead (median µs per
+trace over the transcripts of the same generated traces), with its scans as
+they are and as they were before their digit anchors and the skipped second
+pass, in alternation in one process.
+
 ``--verdicts FILE`` writes the verdict records of the replay, one per line in
 a stable order, and prints their sha256: run it before and after a change to
 show the verdicts are identical (``--traces 10000`` for the issue's check).
 
     .venv/bin/python bench/bench_replay.py [--traces 2000] [--repeats 5] [--verdicts FILE]
+    .venv/bin/python bench/bench_replay.py --grounding [--traces 2000] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -68,7 +74,8 @@ def attribute_read(records: list[bytes]) -> int:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     spans += 1
-                    fields = [span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex()]
+                    fields: list[object] = [span.trace_id.hex(), span.span_id.hex()]
+                    fields.append(span.parent_span_id.hex())
                     fields += [span.name, span.kind, span.start_time_unix_nano]
                     fields += [span.end_time_unix_nano, span.status.code, span.status.message]
                     for kv in span.attributes:
@@ -119,6 +126,57 @@ def pipeline(records: list[bytes], rubrics: list) -> int:  # type: ignore[type-a
     return spans
 
 
+def grounding_micro(records: list[bytes], repeats: int) -> tuple[int, float, float]:
+    """(traces, median µs per trace unanchored, anchored) of ``grounded_numbers`` alone.
+
+    "Unanchored" is the check with its scans as they were: the claim, evidence-form
+    and unreadable-form patterns without their leading digit lookahead, and the
+    second evidence pass run on every text. Both are timed in alternation in this
+    process, on the transcripts of the replay's traces, so load affects both alike.
+    """
+    import re
+
+    from sidecar.evaluate.checks import grounding
+    from sidecar.evaluate.transcript import build_transcript
+
+    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9, max_open_traces=10**9)
+    traces = []
+    for record in records:
+        traces.extend(assembler.add(decode(record), 0.0))
+    traces.extend(assembler.drain(DecideReason.FLUSH))
+    transcripts = [build_transcript(t) for t in traces]
+    spec = grounding.GroundedNumbers(name="grounded", type="grounded_numbers")
+    names = ("_CLAIM", "_EVIDENCE_FORM", "_UNREADABLE", "_MULTI_PART")
+    anchored = {name: getattr(grounding, name) for name in names}
+    unanchored = {
+        name: re.compile(anchored[name].pattern.removeprefix("(?=[0-9])")) for name in names[:3]
+    }
+    unanchored["_MULTI_PART"] = re.compile("")  # always found: the second pass always runs
+
+    def run(patterns: dict[str, re.Pattern[str]]) -> float:
+        for name, pattern in patterns.items():
+            setattr(grounding, name, pattern)
+        findings: list[object] = []
+        start = time.perf_counter()
+        for transcript in transcripts:
+            findings.append(grounding.grounded_numbers(spec, transcript))
+        elapsed = time.perf_counter() - start
+        outcomes.append(findings)
+        return elapsed / len(transcripts) * 1e6
+
+    outcomes: list[list[object]] = []
+    before: list[float] = []
+    after: list[float] = []
+    try:
+        for _ in range(repeats):
+            before.append(run(unanchored))
+            after.append(run(anchored))
+    finally:
+        run(anchored)
+    assert all(o == outcomes[0] for o in outcomes), "the scans disagree"
+    return len(transcripts), statistics.median(before), statistics.median(after)
+
+
 def timed(fn, *args) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     spans = fn(*args)
@@ -130,9 +188,17 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--verdicts", type=Path, help="write the verdict records here, sorted")
+    parser.add_argument("--grounding", action="store_true", help="time grounded_numbers alone")
     args = parser.parse_args()
     cases = make_cases(args.traces, seed=1)
     records = [part for c in cases for part in split_requests(c.spans, 2)]
+    if args.grounding:
+        count, before, after = grounding_micro(records, args.repeats)
+        print(
+            f"grounded_numbers alone, {count} traces, median µs per trace: "
+            f"unanchored scans {before:.1f}, anchored {after:.1f}, ratio {before / after:.2f}"
+        )
+        return
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,7 +6,8 @@ Two steps, so the caller can count what was planned before the judge runs::
     verdicts = await judge_cases(cases, judge)                # judge, then conclude
 
 ``plan`` turns a trace into a transcript, routes it to the rubrics whose
-``applies_to`` match, runs every deterministic check, screens each judged
+``applies_to`` match, runs every deterministic check (through the rubric set's
+compiled plan, :mod:`sidecar.evaluate.plan`), screens each judged
 case for injection once and takes the sampling decision (which may depend on
 that screening). ``judge_cases`` sends each sampled case with its screening
 to the judge and concludes its :class:`~sidecar.evaluate.verdict.Verdict`. No Kafka,
@@ -49,7 +50,8 @@ from typing import Protocol
 
 from sidecar.errors import JudgeUnavailable
 from sidecar.evaluate.checks import run_checks
-from sidecar.evaluate.rubric import Rubric, Scope, route
+from sidecar.evaluate.plan import compile_plan
+from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import SampleDecision, Sampler
 from sidecar.evaluate.transcript import build_transcript, trace_times
 from sidecar.evaluate.verdict import Verdict, make_verdict
@@ -172,23 +174,31 @@ def plan(
         broken = _fault("transcript", exc, trace.trace_id, on_fault)
         base = bare_transcript(trace)
     cases: list[Case] = []
-    for rubric in rubrics:
-        if rubric.scope is Scope.CONVERSATION:
-            continue  # judged over the conversation's turns (sidecar.conversation)
+    # Conversation-scope rubrics are judged over the conversation's turns
+    # (sidecar.conversation); the plan holds the trace-scope ones.
+    compiled = compile_plan(rubrics)
+    compiled_checks = checks is run_checks
+    for rubric_plan in compiled.rubrics:
+        rubric = rubric_plan.rubric
         stage = "route"
         results: tuple[CheckResult, ...] | None = None
         try:
-            if not route([rubric], base.resource, base.root_attributes):
+            if not rubric.applies(base.resource, base.root_attributes):
                 continue
             if broken is not None:
                 cases.append(faulted_case(rubric, base, broken))
                 continue
             transcript = mark_untrusted(base, rubric.untrusted_tools)
-            fragment = is_fragment(rubric, transcript)
+            fragment = transcript.llm_only and rubric_plan.expects_agent_run
             if fragment:
                 transcript = as_fragment(transcript)
             stage = "checks"
-            results = checks(rubric, transcript, fragment=FRAGMENT if fragment else None)
+            if compiled_checks:
+                results = rubric_plan.run_checks(
+                    transcript, fragment=FRAGMENT if fragment else None
+                )
+            else:
+                results = checks(rubric, transcript, fragment=FRAGMENT if fragment else None)
             stage = "screen"
             screening = screen(rubric, transcript) if rubric.judge is not None else NO_JUDGE
             stage = "sample"

@@ -46,7 +46,15 @@ from sidecar.evaluate.checks.tools import (
 from sidecar.evaluate.checks.trace import MAX_LATENCY_MS, NO_ERROR_SPANS
 from sidecar.model import CheckResult, Transcript, new_check_result
 
-__all__ = ["CHECK_TYPES", "CheckSpec", "about_tools", "run_check", "run_checks"]
+__all__ = [
+    "CHECK_FAULTS",
+    "CHECK_TYPES",
+    "CheckSpec",
+    "about_tools",
+    "check_type_of",
+    "run_check",
+    "run_checks",
+]
 
 # The registry. Its order is the order of the tags in "unknown check type" errors.
 CHECK_TYPES: tuple[CheckType[Any], ...] = (
@@ -83,7 +91,7 @@ class HasChecks(Protocol):
 
 # What a check may raise on hostile or odd input (a spec built without
 # validation, a $ref that cannot be resolved, absurd nesting or numbers).
-_CHECK_FAULTS = (
+CHECK_FAULTS = (
     ArithmeticError,
     IndexError,
     KeyError,
@@ -94,6 +102,11 @@ _CHECK_FAULTS = (
     jsonschema.SchemaError,
     Unresolvable,
 )
+
+
+def check_type_of(spec: CheckConfig) -> CheckType[Any]:
+    """The registered type of a check entry (a rubric's plan resolves it once)."""
+    return _BY_CONFIG[type(spec)]
 
 
 def about_tools(spec: CheckConfig) -> bool:
@@ -135,7 +148,7 @@ def run_finding(
     check_type = _BY_CONFIG[type(spec)]
     try:
         finding = evaluate()
-    except _CHECK_FAULTS as exc:
+    except CHECK_FAULTS as exc:
         finding = errored(f"check raised {type(exc).__name__}: {exc}")
     if truncated and finding.outcome is check_type.inconclusive_if_truncated:
         finding = errored(f"trace truncated, inconclusive: {finding.detail}")

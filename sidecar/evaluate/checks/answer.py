@@ -22,7 +22,7 @@ from sidecar.evaluate.checks._common import (
     passed,
     schema_violation,
 )
-from sidecar.evaluate.checks.base import CheckConfig, CheckType, SchemaCheckConfig
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part, SchemaCheckConfig
 from sidecar.evaluate.checks.schema import compile_linear, linear_regex_problem
 from sidecar.model import Transcript
 
@@ -116,10 +116,17 @@ def answer_json_schema(spec: AnswerJsonSchema, transcript: Transcript) -> Findin
     return passed("answer is valid JSON for the schema")
 
 
+# The answer; when it is missing, why (the root never came, or not captured).
+_READS = frozenset({Part.ANSWER, Part.FLAGS, Part.CAPTURE})
+
 # The answer is the root's or the last LLM call's: truncation does not touch it.
 ANSWER_REGEX = CheckType(
-    AnswerRegex, answer_regex, inconclusive_if_truncated=None, about_tools=False
+    AnswerRegex, answer_regex, inconclusive_if_truncated=None, about_tools=False, reads=_READS
 )
 ANSWER_JSON_SCHEMA = CheckType(
-    AnswerJsonSchema, answer_json_schema, inconclusive_if_truncated=None, about_tools=False
+    AnswerJsonSchema,
+    answer_json_schema,
+    inconclusive_if_truncated=None,
+    about_tools=False,
+    reads=_READS,
 )

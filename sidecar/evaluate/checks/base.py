@@ -2,17 +2,23 @@
 
 A check type is declared once, in its family module, as
 
-    TOOL_ALLOWLIST = CheckType(ToolAllowlist, tool_allowlist, inconclusive_if_truncated=PASS)
+    TOOL_ALLOWLIST = CheckType(
+        ToolAllowlist, tool_allowlist, inconclusive_if_truncated=PASS, about_tools=True,
+        reads=frozenset({Part.TOOL_CALLS, Part.CAPTURE}),
+    )
 
 that is: the pydantic model of its rubric entry (whose ``type`` field is a
 one-value ``Literal``, the type's name), the pure function that evaluates it,
-and the per-type facts the runner needs. The registry in ``sidecar.evaluate.checks``
-lists the declarations; the rubric's tagged union and the dispatch of
+the per-type facts the runner needs, and what it reads of the trace
+(:class:`Part`): a rubric compiles into a plan (``sidecar.evaluate.plan``)
+that knows from these which parts of the trace its checks need. The registry
+in ``sidecar.evaluate.checks`` lists the declarations; the rubric's tagged union and the dispatch of
 ``run_check`` are derived from it, so no other file names a check type.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
@@ -23,7 +29,7 @@ from sidecar.evaluate.checks._common import Finding
 from sidecar.evaluate.checks.schema import check_json_schema
 from sidecar.model import Outcome, Transcript
 
-__all__ = ["CheckConfig", "CheckType", "Name", "SchemaCheckConfig"]
+__all__ = ["CheckConfig", "CheckType", "Name", "Part", "SchemaCheckConfig"]
 
 # Names of rubrics, checks and criteria: they become metric labels and span attributes.
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=64)]
@@ -59,6 +65,35 @@ class SchemaCheckConfig(CheckConfig):
 Config = TypeVar("Config", bound=CheckConfig)
 
 
+class Part(enum.StrEnum):
+    """A part of the transcript a check reads, and the spans it comes from.
+
+    Every check also reads ``truncated`` (the trace lost spans, or was decided
+    by an earlier owner): the runner decides from it, not the check.
+    """
+
+    # Tool execution spans (execute_tool, OpenInference TOOL, ...) completed by the
+    # tool calls the chat/LLM spans' messages request, with the arguments and results
+    # the model saw; calls seen only in the messages count too.
+    TOOL_CALLS = "tool_calls"
+    # The agent (root) span's output text, else the last chat/LLM span's answer.
+    ANSWER = "answer"
+    # The agent (root) span's input text, else the first chat/LLM span's user message.
+    USER_INPUT = "user_input"
+    # What the producer captured: every chat/LLM span's messages, finish reasons and
+    # offered tools, every tool span, and the instrumentation scopes (for the advice).
+    CAPTURE = "capture"
+    # Root span: its start and end, whether it arrived, whether its id is shared.
+    LATENCY = "latency"
+    # Every span's status code and message, exception events and error.type.
+    ERROR_SPANS = "error_spans"
+    # Trace flags: incomplete (the root span's parent and role), partial,
+    # unreadable values, and the others (:class:`sidecar.model.Flag`).
+    FLAGS = "flags"
+    # A conversation's turns (conversation scope only).
+    TURNS = "turns"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckType(Generic[Config]):
     """One check type: its config model, its evaluation, and how truncation affects it.
@@ -74,12 +109,16 @@ class CheckType(Generic[Config]):
 
     ``about_tools``: the check judges the tool calls of an agent run, so a
     rubric that has it expects agent runs (``Rubric.expects_agent_run``).
+
+    ``reads``: the parts of the transcript ``evaluate`` reads (:class:`Part`),
+    including those its ERROR details name (what was not captured, and why).
     """
 
     config: type[Config]
     evaluate: Callable[[Config, Transcript], Finding]
     inconclusive_if_truncated: Outcome | None
     about_tools: bool
+    reads: frozenset[Part]
     name: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from sidecar.evaluate.checks._common import Finding, errored, failed, passed, plural
-from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
 from sidecar.model import Flag, Transcript
 
 
@@ -36,4 +36,10 @@ def max_turns(spec: MaxTurns, transcript: Transcript) -> Finding:
 
 
 # Truncation loses spans, not turns; a conversation decided early is flagged apart.
-MAX_TURNS = CheckType(MaxTurns, max_turns, inconclusive_if_truncated=None, about_tools=False)
+MAX_TURNS = CheckType(
+    MaxTurns,
+    max_turns,
+    inconclusive_if_truncated=None,
+    about_tools=False,
+    reads=frozenset({Part.TURNS, Part.FLAGS}),
+)

@@ -65,7 +65,7 @@ from pydantic import Field
 
 from sidecar.bounds import json_too_deep
 from sidecar.evaluate.checks._common import Finding, errored, failed, no_answer, passed, plural
-from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
 from sidecar.model import Captured, Flag, Outcome, Transcript
 
 
@@ -134,8 +134,11 @@ _NUMBER = (
 _SCALE_WORDS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _SCALE_GLUED = {"k": 3, "K": 3, "M": 6, "mn": 6, "B": 9, "bn": 9}
 
+# Every form starts with a digit: the leading lookahead lets the scan skip to the
+# next digit instead of trying the lookbehinds at every position (same matches).
 _CLAIM = re.compile(
     # Not part of a word or a dotted run; a currency code right before is fine.
+    r"(?=[0-9])"
     rf"(?:(?<![\w.])(?<!{_WORD_CHAR}-)|(?<=(?<![A-Za-z])(?:{_CURRENCY_CODES})))"
     + _NUMBER
     + r"(?:(?P<glued>k|K|M|mn|B|bn)|[ \t]?(?P<word>thousand|million|billion|trillion))?"
@@ -148,7 +151,7 @@ _CLAIM = re.compile(
 # glued to a letter or an underscore is part of a word), so they could hide an
 # ungrounded amount; the check reports them unreadable instead of passing.
 _UNREADABLE = re.compile(
-    r"(?<![\w.])(?:[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]+|[0-9]+(?:_[0-9]+)+|0[xX][0-9A-Fa-f]+)"
+    r"(?=[0-9])(?<![\w.])(?:[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]+|[0-9]+(?:_[0-9]+)+|0[xX][0-9A-Fa-f]+)"
     r"(?![\w])"
 )
 
@@ -158,7 +161,16 @@ _LIST_MARKER = re.compile(r"^[ \t]*[0-9]{1,3}[.)](?=[ \t])", re.MULTILINE)
 _DIGIT_RUN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 # The forms of _NUMBER in evidence, also inside words and ids.
 _EVIDENCE_FORM = re.compile(
-    _NUMBER + r"(?:(?P<glued>k|K|M|mn|B|bn)|[ \t]?(?P<word>thousand|million|billion|trillion))?"
+    r"(?=[0-9])"  # the atomic group hides its first character from the scanner
+    + _NUMBER
+    + r"(?:(?P<glued>k|K|M|mn|B|bn)|[ \t]?(?P<word>thousand|million|billion|trillion))?"
+)
+# What _EVIDENCE_FORM can read that _DIGIT_RUN does not: a digit followed by a group
+# separator and a digit (the us, eu, spaced, swiss and comma forms) or by a scale.
+# Without it every _EVIDENCE_FORM match is a plain digit run, whose one reading the
+# digit-run pass has already found: the second pass is skipped.
+_MULTI_PART = re.compile(
+    r"[0-9](?:[, '][0-9]|[kKMB]|mn|bn|[ \t]?(?:thousand|million|billion|trillion))"
 )
 
 _HUNDRED_SCALE = -2
@@ -275,6 +287,8 @@ def _add_text_numbers(text: str, found: set[Decimal]) -> None:
     for run in set(_DIGIT_RUN.findall(text)):
         if (value := _number(run)) is not None:
             found.add(value)
+    if _MULTI_PART.search(text) is None:
+        return
     for match in _EVIDENCE_FORM.finditer(text):
         readings = _readings(match)
         for reading in readings:
@@ -571,5 +585,10 @@ def _allowed(allow: Iterable[float]) -> Iterator[Decimal]:
 
 # The evidence for a number may be in a tool result a truncated trace lost.
 GROUNDED_NUMBERS = CheckType(
-    GroundedNumbers, grounded_numbers, inconclusive_if_truncated=Outcome.FAIL, about_tools=False
+    GroundedNumbers,
+    grounded_numbers,
+    inconclusive_if_truncated=Outcome.FAIL,
+    about_tools=False,
+    # The answer, its evidence (tool calls, the input) and what of it was not captured.
+    reads=frozenset({Part.ANSWER, Part.USER_INPUT, Part.TOOL_CALLS, Part.CAPTURE, Part.FLAGS}),
 )

@@ -40,7 +40,7 @@ from sidecar.evaluate.checks._common import (
     plural,
     unseen_calls,
 )
-from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
 from sidecar.model import Outcome, ToolCall, Transcript
 
 
@@ -193,5 +193,9 @@ def _undecided(expected: ExpectedCall) -> Finding:
 
 # The expected call may be among the spans a truncated trace lost.
 REQUIRED_TOOL_CALLS = CheckType(
-    RequiredToolCalls, required_tool_calls, inconclusive_if_truncated=Outcome.FAIL, about_tools=True
+    RequiredToolCalls,
+    required_tool_calls,
+    inconclusive_if_truncated=Outcome.FAIL,
+    about_tools=True,
+    reads=frozenset({Part.TOOL_CALLS, Part.CAPTURE}),
 )

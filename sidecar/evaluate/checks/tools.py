@@ -27,7 +27,7 @@ from sidecar.evaluate.checks._common import (
     schema_violation,
     unseen_calls,
 )
-from sidecar.evaluate.checks.base import CheckConfig, CheckType, SchemaCheckConfig
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part, SchemaCheckConfig
 from sidecar.model import Captured, Outcome, Transcript
 
 
@@ -126,16 +126,35 @@ def tool_arguments(spec: ToolArguments, transcript: Transcript) -> Finding:
     return passed(f"{plural(len(calls), 'call')} of {spec.tool} valid")
 
 
+# The calls, and what was captured of them (a call the trace cannot show).
+_READS = frozenset({Part.TOOL_CALLS, Part.CAPTURE})
+
 # A truncated trace may hide a call: none of these can claim a PASS on it.
 TOOL_ALLOWLIST = CheckType(
-    ToolAllowlist, tool_allowlist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+    ToolAllowlist,
+    tool_allowlist,
+    inconclusive_if_truncated=Outcome.PASS,
+    about_tools=True,
+    reads=_READS,
 )
 TOOL_DENYLIST = CheckType(
-    ToolDenylist, tool_denylist, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+    ToolDenylist,
+    tool_denylist,
+    inconclusive_if_truncated=Outcome.PASS,
+    about_tools=True,
+    reads=_READS,
 )
 TOOL_ARGUMENTS = CheckType(
-    ToolArguments, tool_arguments, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+    ToolArguments,
+    tool_arguments,
+    inconclusive_if_truncated=Outcome.PASS,
+    about_tools=True,
+    reads=_READS,
 )
 MAX_TOOL_CALLS = CheckType(
-    MaxToolCalls, max_tool_calls, inconclusive_if_truncated=Outcome.PASS, about_tools=True
+    MaxToolCalls,
+    max_tool_calls,
+    inconclusive_if_truncated=Outcome.PASS,
+    about_tools=True,
+    reads=_READS,
 )

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from sidecar.evaluate.checks._common import Finding, errored, failed, passed
-from sidecar.evaluate.checks.base import CheckConfig, CheckType
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
 from sidecar.model import Outcome, Transcript
 
 
@@ -57,8 +57,16 @@ def no_error_spans(spec: NoErrorSpans, transcript: Transcript) -> Finding:
 
 # Latency is the root span's: truncation cannot change it (a missing root is flagged apart). A lost span may have failed.
 MAX_LATENCY_MS = CheckType(
-    MaxLatencyMs, max_latency_ms, inconclusive_if_truncated=None, about_tools=False
+    MaxLatencyMs,
+    max_latency_ms,
+    inconclusive_if_truncated=None,
+    about_tools=False,
+    reads=frozenset({Part.LATENCY}),
 )
 NO_ERROR_SPANS = CheckType(
-    NoErrorSpans, no_error_spans, inconclusive_if_truncated=Outcome.PASS, about_tools=False
+    NoErrorSpans,
+    no_error_spans,
+    inconclusive_if_truncated=Outcome.PASS,
+    about_tools=False,
+    reads=frozenset({Part.ERROR_SPANS}),
 )
