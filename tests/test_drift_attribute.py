@@ -13,8 +13,10 @@ from sidecar.drift.attribute import (
     DriftSettings,
     Observation,
     StreamKey,
+    drift_settings,
 )
 from sidecar.model import Outcome
+from sidecar.settings import DriftSectionSettings
 from tests.drift_streams import T0, Scenario, observations
 
 SETTINGS = DriftSettings(alpha=0.01, guard_s=6 * 3600, baseline=600, every=300, canary_baseline=400)
@@ -131,3 +133,11 @@ def test_streams_over_the_cap_are_dropped_and_counted() -> None:
         monitor.observe(Observation(0.0, "r", "trace", (("criterion", name, Outcome.PASS),)))
     assert len(monitor.streams) == 2
     assert monitor.dropped == 2
+
+
+def test_the_drift_settings_block_defaults_to_the_detectors_defaults() -> None:
+    assert drift_settings(DriftSectionSettings()) == DriftSettings()
+    small = DriftSectionSettings(alpha=0.05, baseline=40, every=20, guard_s=5.0)
+    assert drift_settings(small) == dataclasses.replace(
+        DriftSettings(), alpha=0.05, baseline=40, every=20, guard_s=5.0
+    )

@@ -30,6 +30,7 @@ from sidecar.adapters.workers import (
     worker_index,
 )
 from sidecar.commands._wiring import JudgeState, build_judge
+from sidecar.drift.attribute import drift_settings
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
@@ -79,7 +80,7 @@ def handle(args: argparse.Namespace) -> int:
             "starting %d workers, metrics on :%d", workers, settings.metrics.port
         )
         return asyncio.run(_supervise(supervisor))
-    metrics = Metrics(max_agents=settings.metrics.max_agents)
+    metrics = Metrics(max_agents=settings.metrics.max_agents, drift=drift_settings(settings.drift))
     spans = verdict_spans(
         enabled=settings.otel.enabled,
         service_name=settings.otel.service_name,

@@ -51,6 +51,7 @@ from sidecar.drift.detect import (
 )
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome
+from sidecar.settings import DriftSectionSettings
 from sidecar.wire.verdicts import VerdictRecord, utc_text
 
 Cause = Literal["none", "agent", "judge"]
@@ -74,6 +75,11 @@ class DriftSettings:
     canary_every: int = DEFAULT_CANARY_EVERY
     tolerance: float = 0.0
     max_streams: int = DEFAULT_MAX_STREAMS
+
+
+def drift_settings(section: DriftSectionSettings) -> DriftSettings:
+    """The detectors' settings from the ``drift:`` block of the service's settings."""
+    return DriftSettings(**section.model_dump())
 
 
 @dataclass(frozen=True, slots=True, order=True)
