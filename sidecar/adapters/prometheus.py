@@ -45,6 +45,7 @@ from prometheus_client.metrics_core import Metric
 
 from sidecar import __version__
 from sidecar.adapters.exemplars import ExemplarMemory, bucket_bound, verdict_exemplar
+from sidecar.adapters.shadow_metrics import ShadowMetrics
 from sidecar.conversation.stage import ConversationStats
 from sidecar.drift.attribute import (
     CAUSES,
@@ -63,11 +64,13 @@ from sidecar.evaluate.decision import Decision
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import AssemblerStats
+from sidecar.judge.config import ShadowSettings
 from sidecar.model import Outcome
 from sidecar.ports import AccessRefused
 from sidecar.telemetry import (
     CANARY,
     PRODUCTION,
+    SHADOW,
     AgreementChanged,
     BreakerChanged,
     CacheLookup,
@@ -87,6 +90,8 @@ from sidecar.telemetry import (
     Rebalanced,
     ReviewRouted,
     SelfPreference,
+    ShadowDropped,
+    ShadowJudged,
     StateRestored,
     StateWritten,
     TraceDecided,
@@ -150,6 +155,7 @@ class Metrics:
         max_agents: int = 50,
         max_model_versions: int = 50,
         drift: DriftSettings | None = None,
+        shadow: ShadowSettings | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.max_agents = max_agents
@@ -466,6 +472,7 @@ class Metrics:
         )
         self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
         self.conversations = ConversationMetrics(r)
+        self.shadow = ShadowMetrics(r, shadow)
         self.undeliverable = Counter(
             "sidecar_undeliverable_records_total",
             "Output records Kafka refused for good (too large, not authorised past "
@@ -586,6 +593,14 @@ class Metrics:
             case TurnsReread():
                 result = "complete" if event.complete else "partial"
                 self.conversations.rereads.labels(result=result).inc()
+            case ShadowJudged():
+                self.shadow.judged(event)
+            case ShadowDropped():
+                self.shadow.dropped_case(event)
+            case JudgeCall() if event.purpose == SHADOW:
+                self.shadow.call(event)
+            case JudgeFailed() if event.purpose == SHADOW:
+                pass  # counted by outcome (error) in sidecar_shadow_comparisons_total
             case JudgeCall():
                 self._judge_call(event)
             case JudgeFailed():

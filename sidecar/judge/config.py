@@ -48,7 +48,7 @@ class ShadowSettings(BaseModel):
     share of judged cases it re-judges, chosen by a hash of the case's trace
     or conversation id, so every replica and restart picks the same ones. The
     shadow's answers never change a verdict; they are compared with the
-    primary's per criterion (:mod:`sidecar.drift.shadow`). At most
+    primary's per criterion (:mod:`sidecar.drift.shadow_agreement`). At most
     ``max_inflight`` shadow calls wait or run at once (further ones are
     dropped and counted), ``concurrency`` of them at the model. Kappa is
     taken over the latest ``window`` compared cases of each criterion; the

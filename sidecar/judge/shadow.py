@@ -6,7 +6,7 @@ calls when ``judge.shadow`` is on. For each case it:
 1. builds the judge request once and has the primary judge it (the verdict
    is the primary's, always);
 2. when the primary judged the case and the case is in the shadow's share
-   (:func:`~sidecar.drift.shadow.shadow_selected` on its trace or
+   (:func:`~sidecar.drift.shadow_agreement.shadow_selected` on its trace or
    conversation id), starts a background task that sends the *same* request
    (same data blocks, same nonce, same hardening) to the shadow model, parses
    it with the same strict parser and applies the same injection policy;
@@ -15,7 +15,7 @@ calls when ``judge.shadow`` is on. For each case it:
 The shadow task reports a :class:`~sidecar.telemetry.ShadowJudged` with each
 criterion as both judges decided it, which the metrics adapter turns into
 kappa, outcome counters and the disagreement detector
-(:mod:`sidecar.drift.shadow`). The shadow's calls go through their own
+(:mod:`sidecar.drift.shadow_agreement`). The shadow's calls go through their own
 :class:`~sidecar.judge.service.JudgeService` (the shadow model has its own
 provider quota): its own slots (``shadow.concurrency``), rate limits and
 circuit breaker, no cache, calls reported under purpose ``shadow`` so that
@@ -35,7 +35,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from sidecar.drift.shadow import shadow_selected
+from sidecar.drift.shadow_agreement import shadow_selected
 from sidecar.errors import JudgeUnavailable
 from sidecar.evaluate.rubric import Rubric
 from sidecar.judge import JudgeResult
@@ -169,13 +169,17 @@ class ShadowJudge:
             self._on_shadow(event, result)
 
     async def drain(self, timeout_s: float | None = None) -> bool:
-        """Wait until no shadow task runs (tests, shutdown); False when ``timeout_s`` ran out."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while self._tasks:
-                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        except TimeoutError:
-            return False
+        """Wait until no shadow task runs (tests, shutdown); False when ``timeout_s`` ran out.
+
+        Waiting never cancels a task (``asyncio.wait``, not a timeout around ``gather``).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        while self._tasks:
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return False
+            await asyncio.wait(list(self._tasks), timeout=remaining)
         return True
 
     async def wait_available(self) -> None:
