@@ -34,6 +34,7 @@ stage's own families are in :class:`ConversationMetrics`.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -101,6 +102,8 @@ from sidecar.telemetry import (
     TurnsReread,
     VerdictEmitted,
 )
+
+log = logging.getLogger("sidecar.drift")
 
 # The longest label value taken from a trace or the model service (longer ones are cut).
 MAX_LABEL_CHARS = 128
@@ -645,6 +648,22 @@ class Metrics:
         decided = monitor.observe(observation) + monitor.settle(observation.time)
         for d in decided:
             self.drift_alarms.labels(d.key.rubric, d.key.name, d.stream, d.attribution).inc()
+            # One line per alarm (the gauges restart at 1 once a detector alarmed); info, as
+            # the repeat filter would hold back the second alarm of a warning's template.
+            log.info(
+                "drift alarm: %s %s %s (%s): %s %s -> %s; e-value %.1f (agent %.1f, judge %s); %s",
+                d.key.rubric,
+                d.key.kind,
+                d.key.name,
+                d.key.scope,
+                d.measure,
+                d.direction,
+                d.attribution,
+                d.alarm.e_value,
+                d.agent_e_value,
+                "-" if d.judge_e_value is None else f"{d.judge_e_value:.1f}",
+                d.reason,
+            )
         rubric = observation.rubric
         for kind, name, _ in observation.results:
             stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope))
