@@ -435,6 +435,7 @@ class Metrics:
         )
         # Drift: the detectors of sidecar.drift.attribute, fed by verdicts and canary cases.
         self.drift = DriftMonitor(drift)
+        # By the stream's base key (one set of series per check or criterion).
         self._drift_children: dict[StreamKey, tuple[Gauge, Gauge, list[Gauge], list[str]]] = {}
         self.drift_evalue = Gauge(
             "sidecar_drift_evalue",
@@ -651,11 +652,12 @@ class Metrics:
             # One line per alarm (the gauges restart at 1 once a detector alarmed); info, as
             # the repeat filter would hold back the second alarm of a warning's template.
             log.info(
-                "drift alarm: %s %s %s (%s): %s %s -> %s; e-value %.1f (agent %.1f, judge %s); %s",
+                "drift alarm: %s %s %s (%s%s): %s %s -> %s; e-value %.1f (agent %.1f, judge %s); %s",
                 d.key.rubric,
                 d.key.kind,
                 d.key.name,
                 d.key.scope,
+                f", agent version {d.key.agent_version}" if d.key.agent_version else "",
                 d.measure,
                 d.direction,
                 d.attribution,
@@ -665,24 +667,32 @@ class Metrics:
                 d.reason,
             )
         rubric = observation.rubric
+        # A verdict's streams are its agent version's; a canary case's, the criterion's own.
+        version = (observation.agent_version or "") if observation.labels is None else ""
         for kind, name, _ in observation.results:
-            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope))
+            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope, version))
             if stream is None:
                 continue
-            children = self._drift_children.get(stream.key)
+            base = stream.key.base
+            children = self._drift_children.get(base)
             if children is None:
                 # Bounded as the monitor's streams are (max_streams).
-                children = self._drift_children[stream.key] = (
+                children = self._drift_children[base] = (
                     self.drift_evalue.labels(rubric, name, "agent"),
                     self.drift_evalue.labels(rubric, name, "judge"),
                     [self.drift_attribution.labels(rubric, name, c) for c in CAUSES],
                     [""],
                 )
             agent, judge, causes, shown = children
-            agent.set(stream.passes.e_value)
+            # One series per criterion: the strongest evidence, and the gravest cause
+            # (judge before agent), over its agent versions' streams.
+            siblings = monitor.siblings(stream.key)
+            fed = [s.passes.e_value for s in siblings if s.passes.seen]
+            agent.set(max(fed, default=stream.passes.e_value))
             if stream.canaries:
                 judge.set(stream.judge.e_value)
-            cause = stream.current(observation.time)
+            now = {s.current(observation.time) for s in siblings}
+            cause = "judge" if "judge" in now else "agent" if "agent" in now else "none"
             if shown[0] != cause:
                 shown[0] = cause
                 for label, child in zip(CAUSES, causes, strict=True):

@@ -14,7 +14,7 @@ of the service's settings (``--config FILE``, ``SIDECAR_DRIFT__*``); the
 flags override it.
 
 ``--json OUT`` writes ``{"alarms": [{"time", "rubric", "name", "kind",
-"scope", "stream", "measure", "direction", "attribution", "evidence"}],
+"scope", "agent_version", "stream", "measure", "direction", "attribution", "evidence"}],
 "streams": N, "records": N, "untimed": N}``. Exit 1 when any alarm was
 raised, 0 when none, 2 for bad input.
 """
@@ -217,7 +217,8 @@ def _print(alarms: list[Decision], monitor: DriftMonitor, console: Any) -> None:
         j = d.to_json()
         e = j["evidence"]
         console.print(
-            f"{j['time']}  {d.key.rubric} {d.key.kind} {d.key.name} ({d.key.scope}): "
+            f"{j['time']}  {d.key.rubric} {d.key.kind} {d.key.name} ({d.key.scope}"
+            f"{', agent ' + d.key.agent_version if d.key.agent_version else ''}): "
             f"{d.measure.replace('_', ' ')} {d.direction} -> {d.attribution}; "
             f"e-value {e['e_value']:.3g}, baseline {e['baseline_rate']:.3f}, "
             f"since {e['recent_rate']:.3f}; {d.reason}",

@@ -219,6 +219,13 @@ class Detector:
             return None
         return self._p0 if self.direction == "down" else 1.0 - self._p0
 
+    def adopt(self, other: Detector) -> None:
+        """Skip the baseline: test from ``other``'s reference (a new agent version's stream)."""
+        if other._p0 is None:
+            raise ValueError("the detector to adopt from has no reference yet")
+        self._begin(other._p0)
+        self._base_n, self._base_hits = other._base_n, other._base_hits
+
     def update(self, outcome: bool) -> Alarm | None:
         self.seen += 1
         x = bool(outcome) if self.direction == "down" else not outcome
