@@ -16,9 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 from sidecar.adapters.judge_backends import GeminiBackend
+from sidecar.adapters.otel import VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics
 from sidecar.commands._wiring import with_shadow
 from sidecar.drift.detect import Detector
@@ -200,7 +202,7 @@ def _outcomes(verdicts: list[Verdict]) -> list[tuple[str, tuple[tuple[str, str],
 
 
 async def _run(
-    server: JudgeServer, shadow: ShadowSettings | None, n: int = 60
+    server: JudgeServer, shadow: ShadowSettings | None, n: int = 60, spans: Any = None
 ) -> tuple[list[Verdict], Metrics, float]:
     settings = JudgeSettings(
         max_attempts=1, requests_per_minute=100_000, shadow=shadow or ShadowSettings()
@@ -209,7 +211,7 @@ async def _run(
     primary = JudgeService(
         GeminiBackend(base_url=server.base_url, api_key="test-key"), settings, metrics
     )
-    judge = with_shadow(primary, settings, metrics)
+    judge = with_shadow(primary, settings, metrics, spans)
     assert (judge is not primary) is (shadow is not None)
     assert judge is not None
     started = time.monotonic()
@@ -344,3 +346,29 @@ async def test_closing_cancels_shadow_calls_still_running_and_counts_them() -> N
     assert judge.inflight == 0
     get = metrics.registry.get_sample_value
     assert get("sidecar_shadow_dropped_total", {"rubric": "refunds", "reason": "shutdown"}) == 3
+
+
+async def test_each_shadow_judgment_is_a_span_over_the_shadow_call() -> None:
+    exporter = InMemorySpanExporter()
+    spans = VerdictSpans(tracer_provider(exporter, batch=False))
+    server = JudgeServer(responder=two_judges()).start()
+    try:
+        settings = ShadowSettings(model=SHADOW_MODEL, share=1.0, max_inflight=100)
+        verdicts, _, _ = await _run(server, settings, n=6, spans=spans)
+    finally:
+        server.stop()
+    finished = exporter.get_finished_spans()
+    roots = [s for s in finished if s.name == "shadow refunds"]
+    assert len(roots) == len(verdicts) == 6
+    assert {str((r.attributes or {})["sidecar.shadow.trace_id"]) for r in roots} == {
+        v.trace_id for v in verdicts
+    }
+    for root in roots:
+        attributes = root.attributes or {}
+        assert attributes["sidecar.shadow.model"] == SHADOW_MODEL
+        assert attributes["eval.judge.model"] == JUDGE_MODEL
+        assert attributes["sidecar.shadow.disagree"] == 1  # grounded
+        assert attributes["sidecar.shadow.agree"] == 1  # polite
+        (chat,) = [s for s in finished if s.parent and s.parent.span_id == root.context.span_id]
+        assert chat.name == f"chat {SHADOW_MODEL}"
+        assert (chat.attributes or {})["sidecar.judge.purpose"] == "shadow"
