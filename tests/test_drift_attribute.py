@@ -183,6 +183,7 @@ def test_a_regression_shipped_with_a_new_agent_version_is_tested_against_the_old
     assert first.attribution == "agent"
     assert "agent version 2.0 tested against 1.0's baseline" in first.reason
     assert first.alarm.baseline_rate > 0.85  # 1.0's rate, not 2.0's own
+    assert first.to_json()["agent_version"] == "2.0"
     assert {k.agent_version for k in monitor.streams} == {"1.0", "2.0"}
 
 
