@@ -332,6 +332,30 @@ class ConversationSettings(_Section):
     reread_timeout_s: Annotated[float, Field(gt=0)] = 10.0
 
 
+class DriftSectionSettings(_Section):
+    """The drift detectors of :mod:`sidecar.drift.attribute` (``sidecar run`` and ``sidecar drift``).
+
+    ``alpha`` is each detector's false-alarm level (it alarms at an e-value of
+    ``2 / alpha``). The first ``baseline`` verdicts of each stream set its
+    reference; a new bettor joins every ``every`` verdicts after it. The
+    canaries' judge stream has its own ``canary_baseline`` and
+    ``canary_every``. An agent alarm waits ``guard_s`` seconds for a judge
+    alarm before it is the agent's. ``tolerance`` is subtracted from each
+    reference (moves smaller than it are not alarmed). At most
+    ``max_streams`` streams are watched; observations of the rest are dropped
+    and counted.
+    """
+
+    alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01
+    guard_s: Annotated[float, Field(ge=0)] = 6 * 3600.0
+    baseline: Annotated[int, Field(ge=2)] = 1000
+    every: Annotated[int, Field(ge=1)] = 500
+    canary_baseline: Annotated[int, Field(ge=2)] = 400
+    canary_every: Annotated[int, Field(ge=1)] = 100
+    tolerance: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    max_streams: Annotated[int, Field(ge=1)] = 500
+
+
 class OtelSettings(_Section):
     # Verdict spans go out as the standard OTEL_* variables say (sidecar.adapters.otel).
     enabled: bool = True
@@ -375,6 +399,7 @@ class Settings(BaseSettings):
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    drift: DriftSectionSettings = Field(default_factory=DriftSectionSettings)
     max_inflight_traces: Annotated[int, Field(ge=1)] = 2_000
     # Service processes in one consumer group (``sidecar run --workers`` overrides it).
     workers: Annotated[int, Field(ge=1, le=256)] = 1

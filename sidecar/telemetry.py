@@ -281,6 +281,31 @@ class CanaryRan:
 
 
 @dataclass(frozen=True, slots=True)
+class ShadowJudged:
+    """A judged case judged again by the shadow model; each criterion as both decided it.
+
+    ``pairs``: (criterion, primary outcome, shadow outcome). ``error``: why the
+    shadow gave no verdicts (its every criterion is then ERROR), else None.
+    """
+
+    rubric: str
+    trace_id: str
+    model: str
+    shadow_model: str
+    shadow_model_version: str | None
+    pairs: tuple[tuple[str, Outcome, Outcome], ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowDropped:
+    """A case chosen for the shadow was not shadowed (``reason``: over_budget, shutdown)."""
+
+    rubric: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerLag:
     """Records between each assigned partition's read position and its end (a statistic)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
@@ -13,8 +14,10 @@ from sidecar.drift.attribute import (
     DriftSettings,
     Observation,
     StreamKey,
+    drift_settings,
 )
 from sidecar.model import Outcome
+from sidecar.settings import DriftSectionSettings
 from tests.drift_streams import T0, Scenario, observations
 
 SETTINGS = DriftSettings(alpha=0.01, guard_s=6 * 3600, baseline=600, every=300, canary_baseline=400)
@@ -131,3 +134,92 @@ def test_streams_over_the_cap_are_dropped_and_counted() -> None:
         monitor.observe(Observation(0.0, "r", "trace", (("criterion", name, Outcome.PASS),)))
     assert len(monitor.streams) == 2
     assert monitor.dropped == 2
+
+
+def test_the_drift_settings_block_defaults_to_the_detectors_defaults() -> None:
+    assert drift_settings(DriftSectionSettings()) == DriftSettings()
+    small = DriftSectionSettings(alpha=0.05, baseline=40, every=20, guard_s=5.0)
+    assert drift_settings(small) == dataclasses.replace(
+        DriftSettings(), alpha=0.05, baseline=40, every=20, guard_s=5.0
+    )
+
+
+def _versions_stream(
+    plan: list[tuple[int, float, float]], seed: int, keyed: bool = True
+) -> list[Observation]:
+    """``plan``: (verdicts, share of version 2.0, pass rate of 2.0); 1.0 passes 90%."""
+    rng = random.Random(seed)
+    out: list[Observation] = []
+    t = 1_800_000_000.0
+    for n, share, rate in plan:
+        for _ in range(n):
+            t += 60.0
+            v2 = rng.random() < share
+            passed = rng.random() < (rate if v2 else 0.9)
+            outcome = Outcome.PASS if passed else Outcome.FAIL
+            version = ("2.0" if v2 else "1.0") if keyed else None
+            out.append(
+                Observation(
+                    t,
+                    "support",
+                    "trace",
+                    (("criterion", "resolved", outcome),),
+                    judge_version="judge-1",
+                    agent_version=version,
+                )
+            )
+    return out
+
+
+def test_a_regression_shipped_with_a_new_agent_version_is_tested_against_the_old_one() -> None:
+    monitor = DriftMonitor(SETTINGS)
+    # 1.0 alone sets the baseline; then 2.0 takes all traffic and passes 75% instead of 90%.
+    monitor.observe_all(_versions_stream([(1000, 0.0, 0.9), (1500, 1.0, 0.75)], seed=4))
+    monitor.finish()
+    alarms = [d for d in monitor.decisions if d.measure == "pass_rate"]
+    assert alarms, "the regression went unseen"
+    first = alarms[0]
+    assert first.key.agent_version == "2.0"
+    assert first.attribution == "agent"
+    assert "agent version 2.0 tested against 1.0's baseline" in first.reason
+    assert first.alarm.baseline_rate > 0.85  # 1.0's rate, not 2.0's own
+    assert first.to_json()["agent_version"] == "2.0"
+    assert {k.agent_version for k in monitor.streams} == {"1.0", "2.0"}
+
+
+@pytest.mark.parametrize(
+    ("keyed", "alarmed"),
+    [pytest.param(True, False, id="per-version-streams"), pytest.param(False, True, id="blended")],
+)
+def test_a_traffic_shift_between_two_steady_versions_is_not_drift(
+    keyed: bool, alarmed: bool
+) -> None:
+    # Both versions serve from the start, each steady (90% and 65%); then 2.0 takes 90% of
+    # the traffic. The blended pass rate falls from 0.87 to 0.68, each version's does not.
+    monitor = DriftMonitor(SETTINGS)
+    plan = [(1500, 0.1, 0.65), (2500, 0.9, 0.65)]
+    monitor.observe_all(_versions_stream(plan, seed=5, keyed=keyed))
+    monitor.finish()
+    assert bool([d for d in monitor.decisions if d.measure == "pass_rate"]) is alarmed
+
+
+def test_a_canary_judge_alarm_decides_the_pending_alarms_of_every_agent_version() -> None:
+    settings = dataclasses.replace(SETTINGS, canary_baseline=40, canary_every=10)
+    monitor = DriftMonitor(settings)
+    observations = _versions_stream([(1000, 0.0, 0.9), (200, 1.0, 0.6)], seed=6)
+    monitor.observe_all(observations)
+    pending = [s for s in monitor.streams.values() if s.pending]
+    assert [s.key.agent_version for s in pending] == ["2.0"]
+    t = observations[-1].time
+    labels = {"resolved": Outcome.PASS}
+    for n in range(200):  # the canaries: the judge starts failing PASS-labelled cases
+        outcome = Outcome.PASS if n < 40 or n % 2 else Outcome.FAIL
+        monitor.observe(
+            Observation(
+                t + n, "support", "trace", (("criterion", "resolved", outcome),), labels=labels
+            )
+        )
+    decided = [d for d in monitor.decisions if d.measure == "pass_rate"]
+    assert decided
+    assert all(d.attribution == "judge" for d in decided)
+    assert decided[0].key.agent_version == "2.0"

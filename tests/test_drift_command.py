@@ -90,7 +90,7 @@ def test_without_canaries_an_agent_alarm_says_the_judge_was_not_watched(
     [
         (["--alpha", "0"], "--alpha must be between 0 and 1"),
         (["--guard", "-1"], "--guard must be 0 or more"),
-        (["--baseline", "1"], "--baseline and --canary-baseline must be at least 2"),
+        (["--baseline", "1"], "--baseline must be at least 2"),
     ],
 )
 def test_bad_settings_exit_2_saying_what_to_fix(
@@ -121,3 +121,18 @@ def test_untimed_records_are_left_out_with_a_warning(
     out, err = capsys.readouterr()
     assert json.loads(out)["untimed"] == 1
     assert "neither decided_at nor trace_end" in err
+
+
+def test_the_settings_drift_block_gives_the_defaults_and_the_flags_override_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v, c = _files(tmp_path, Scenario("agent", agent_drop=0.15), seed=2)
+    config = tmp_path / "sidecar.yaml"
+    # A baseline longer than the input: no detector ever starts testing.
+    config.write_text("drift:\n  baseline: 100000\n  canary_baseline: 400\n", encoding="utf-8")
+    base = ["drift", "--verdicts", str(v), "--canary", str(c), "--json", "-"]
+    assert main([*base, "--config", str(config)]) == 0
+    assert json.loads(capsys.readouterr().out)["alarms"] == []
+    assert main([*base, "--config", str(config), "--baseline", "600"]) == 1
+    alarms = json.loads(capsys.readouterr().out)["alarms"]
+    assert {a["attribution"] for a in alarms} == {"agent"}

@@ -81,12 +81,14 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import AttributeValue
 
 from sidecar import __version__
+from sidecar.drift.shadow_agreement import compare
 from sidecar.errors import ConfigError
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.otlpjson import request_to_json_line
+from sidecar.judge import JudgeResult
 from sidecar.judge.pairwise import PairOutcome, PairResult
 from sidecar.model import CheckResult, CriterionResult, JudgeCallRecord, Outcome
-from sidecar.telemetry import CANARY, PAIRWISE
+from sidecar.telemetry import CANARY, PAIRWISE, SHADOW, ShadowJudged
 
 EVENT_NAME = "gen_ai.evaluation.result"
 # The GenAI conventions' event text followed (still experimental): semantic-conventions
@@ -109,6 +111,7 @@ JUDGE_CACHE_HIT = "sidecar.judge.cache_hit"
 JUDGE_PURPOSE = "sidecar.judge.purpose"
 # Canary cases and compared pairs: their spans start traces of their own.
 CANARY_TRACE_ID = "eval.canary.trace_id"
+SHADOW_TRACE_ID = "sidecar.shadow.trace_id"
 COMPARE_PAIR_ID = "sidecar.compare.pair_id"
 COMPARE_OUTCOME = "sidecar.compare.outcome"
 COMPARE_ORDER = "sidecar.compare.order"
@@ -342,6 +345,37 @@ class VerdictSpans:
             [(call, judge_call_attributes(verdict, call)) for call in verdict.judge_calls],
             error=verdict.judge_error,
         )
+
+    def record_shadow(self, event: ShadowJudged, result: JudgeResult) -> str | None:
+        """One shadow judgment: a root span ``shadow {rubric}`` over the shadow's ``chat`` calls.
+
+        A trace of its own (the shadow runs after the verdict); the case's trace
+        id is an attribute (``sidecar.shadow.trace_id``), with both models and
+        the counts of agreeing and disagreeing criteria. Its span id, or None
+        when disabled.
+        """
+        if not self.enabled:
+            return None
+        outcomes = [compare(p, s) for _, p, s in event.pairs]
+        attributes: dict[str, AttributeValue] = {
+            "eval.rubric.id": event.rubric,
+            SHADOW_TRACE_ID: event.trace_id,
+            "eval.judge.model": event.model,
+            "sidecar.shadow.model": event.shadow_model,
+            JUDGE_PURPOSE: SHADOW,
+            "sidecar.shadow.agree": outcomes.count("agree"),
+            "sidecar.shadow.disagree": outcomes.count("disagree"),
+            "sidecar.shadow.error": outcomes.count("error"),
+        }
+        if event.shadow_model_version is not None:
+            attributes[JUDGE_MODEL_VERSION] = event.shadow_model_version
+        if event.error is not None:
+            attributes["error.type"] = event.error
+        children = [
+            (call, {**_call_attributes(call), "eval.rubric.id": event.rubric})
+            for call in result.calls
+        ]
+        return self._root_with_calls(f"shadow {event.rubric}", attributes, children, event.error)
 
     def record_compare(self, result: PairResult, model: str) -> str | None:
         """One compared pair: a root span ``compare {pair id}`` over both orders' judge calls.

@@ -34,6 +34,7 @@ stage's own families are in :class:`ConversationMetrics`.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -45,6 +46,7 @@ from prometheus_client.metrics_core import Metric
 
 from sidecar import __version__
 from sidecar.adapters.exemplars import ExemplarMemory, bucket_bound, verdict_exemplar
+from sidecar.adapters.shadow_metrics import ShadowMetrics
 from sidecar.conversation.stage import ConversationStats
 from sidecar.drift.attribute import (
     CAUSES,
@@ -63,11 +65,13 @@ from sidecar.evaluate.decision import Decision
 from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.verdict import Verdict
 from sidecar.ingest.assemble import AssemblerStats
+from sidecar.judge.config import ShadowSettings
 from sidecar.model import Outcome
 from sidecar.ports import AccessRefused
 from sidecar.telemetry import (
     CANARY,
     PRODUCTION,
+    SHADOW,
     AgreementChanged,
     BreakerChanged,
     CacheLookup,
@@ -87,6 +91,8 @@ from sidecar.telemetry import (
     Rebalanced,
     ReviewRouted,
     SelfPreference,
+    ShadowDropped,
+    ShadowJudged,
     StateRestored,
     StateWritten,
     TraceDecided,
@@ -96,6 +102,8 @@ from sidecar.telemetry import (
     TurnsReread,
     VerdictEmitted,
 )
+
+log = logging.getLogger("sidecar.drift")
 
 # The longest label value taken from a trace or the model service (longer ones are cut).
 MAX_LABEL_CHARS = 128
@@ -150,6 +158,7 @@ class Metrics:
         max_agents: int = 50,
         max_model_versions: int = 50,
         drift: DriftSettings | None = None,
+        shadow: ShadowSettings | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.max_agents = max_agents
@@ -426,6 +435,7 @@ class Metrics:
         )
         # Drift: the detectors of sidecar.drift.attribute, fed by verdicts and canary cases.
         self.drift = DriftMonitor(drift)
+        # By the stream's base key (one set of series per check or criterion).
         self._drift_children: dict[StreamKey, tuple[Gauge, Gauge, list[Gauge], list[str]]] = {}
         self.drift_evalue = Gauge(
             "sidecar_drift_evalue",
@@ -466,6 +476,7 @@ class Metrics:
         )
         self.canary_judge = CanaryJudgeAccounting(r, self.cache_requests)
         self.conversations = ConversationMetrics(r)
+        self.shadow = ShadowMetrics(r, shadow)
         self.undeliverable = Counter(
             "sidecar_undeliverable_records_total",
             "Output records Kafka refused for good (too large, not authorised past "
@@ -586,6 +597,14 @@ class Metrics:
             case TurnsReread():
                 result = "complete" if event.complete else "partial"
                 self.conversations.rereads.labels(result=result).inc()
+            case ShadowJudged():
+                self.shadow.judged(event)
+            case ShadowDropped():
+                self.shadow.dropped_case(event)
+            case JudgeCall() if event.purpose == SHADOW:
+                self.shadow.call(event)
+            case JudgeFailed() if event.purpose == SHADOW:
+                pass  # counted by outcome (error) in sidecar_shadow_comparisons_total
             case JudgeCall():
                 self._judge_call(event)
             case JudgeFailed():
@@ -630,25 +649,50 @@ class Metrics:
         decided = monitor.observe(observation) + monitor.settle(observation.time)
         for d in decided:
             self.drift_alarms.labels(d.key.rubric, d.key.name, d.stream, d.attribution).inc()
+            # One line per alarm (the gauges restart at 1 once a detector alarmed); info, as
+            # the repeat filter would hold back the second alarm of a warning's template.
+            log.info(
+                "drift alarm: %s %s %s (%s%s): %s %s -> %s; e-value %.1f (agent %.1f, judge %s); %s",
+                d.key.rubric,
+                d.key.kind,
+                d.key.name,
+                d.key.scope,
+                f", agent version {d.key.agent_version}" if d.key.agent_version else "",
+                d.measure,
+                d.direction,
+                d.attribution,
+                d.alarm.e_value,
+                d.agent_e_value,
+                "-" if d.judge_e_value is None else f"{d.judge_e_value:.1f}",
+                d.reason,
+            )
         rubric = observation.rubric
+        # A verdict's streams are its agent version's; a canary case's, the criterion's own.
+        version = (observation.agent_version or "") if observation.labels is None else ""
         for kind, name, _ in observation.results:
-            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope))
+            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope, version))
             if stream is None:
                 continue
-            children = self._drift_children.get(stream.key)
+            base = stream.key.base
+            children = self._drift_children.get(base)
             if children is None:
                 # Bounded as the monitor's streams are (max_streams).
-                children = self._drift_children[stream.key] = (
+                children = self._drift_children[base] = (
                     self.drift_evalue.labels(rubric, name, "agent"),
                     self.drift_evalue.labels(rubric, name, "judge"),
                     [self.drift_attribution.labels(rubric, name, c) for c in CAUSES],
                     [""],
                 )
             agent, judge, causes, shown = children
-            agent.set(stream.passes.e_value)
+            # One series per criterion: the strongest evidence, and the gravest cause
+            # (judge before agent), over its agent versions' streams.
+            siblings = monitor.siblings(stream.key)
+            fed = [s.passes.e_value for s in siblings if s.passes.seen]
+            agent.set(max(fed, default=stream.passes.e_value))
             if stream.canaries:
                 judge.set(stream.judge.e_value)
-            cause = stream.current(observation.time)
+            now = {s.current(observation.time) for s in siblings}
+            cause = "judge" if "judge" in now else "agent" if "agent" in now else "none"
             if shown[0] != cause:
                 shown[0] = cause
                 for label, child in zip(CAUSES, causes, strict=True):

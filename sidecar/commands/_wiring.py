@@ -7,12 +7,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sidecar.adapters.prometheus import Metrics
 from sidecar.errors import ConfigError
 from sidecar.evaluate.rubric import Rubric, load_rubrics
+from sidecar.judge import Judge
 from sidecar.judge.config import BackendKind, JudgeSettings
 from sidecar.judge.service import JudgeService
+from sidecar.judge.shadow import ShadowJudge
 
 
 def command_rubrics(given: Path | None, configured: Path) -> tuple[Path, list[Rubric]]:
@@ -98,3 +101,17 @@ def build_judge(
     from sidecar.adapters.judge_backends import make_backend
 
     return JudgeService(make_backend(settings, environ), settings, metrics or Metrics())
+
+
+def with_shadow(
+    judge: JudgeService | None, settings: JudgeSettings, metrics: Metrics, spans: Any = None
+) -> Judge | None:
+    """The pipeline's judge: ``judge``, or a :class:`ShadowJudge` around it when
+    ``judge.shadow`` is on (``spans``: records each shadow judgment's span)."""
+    shadow = settings.shadow
+    if judge is None or not shadow.enabled:
+        return judge
+    record = getattr(spans, "record_shadow", None)
+    return ShadowJudge(
+        judge, judge.for_shadow(shadow.concurrency), shadow, metrics, on_shadow=record
+    )

@@ -9,10 +9,12 @@ over them: per rubric x gated check or criterion x scope, the pass rate
 disagreement with the human labels (up). Each alarm is printed with its time,
 stream, direction, attribution (``agent``, ``judge``) and evidence (e-value
 and rates). Alarms still inside their guard window at end of input are
-decided with what is known.
+decided with what is known. The detectors' settings are the ``drift:`` block
+of the service's settings (``--config FILE``, ``SIDECAR_DRIFT__*``); the
+flags override it.
 
 ``--json OUT`` writes ``{"alarms": [{"time", "rubric", "name", "kind",
-"scope", "stream", "measure", "direction", "attribution", "evidence"}],
+"scope", "agent_version", "stream", "measure", "direction", "attribution", "evidence"}],
 "streams": N, "records": N, "untimed": N}``. Exit 1 when any alarm was
 raised, 0 when none, 2 for bad input.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +37,12 @@ from sidecar.drift.attribute import (
     DriftMonitor,
     DriftSettings,
     Observation,
+    drift_settings,
     record_observation,
 )
 from sidecar.drift.detect import DEFAULT_ALPHA, DEFAULT_BASELINE
 from sidecar.errors import InputFileError, UsageError
+from sidecar.settings import load_settings
 
 
 def register(subparsers: Any) -> None:
@@ -73,33 +78,40 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--alpha",
         type=float,
-        default=DEFAULT_ALPHA,
         metavar="A",
-        help=f"false-alarm level of each detector (default {DEFAULT_ALPHA})",
+        help=f"false-alarm level of each detector (default: drift.alpha, {DEFAULT_ALPHA})",
     )
     parser.add_argument(
         "--guard",
         type=float,
-        default=DEFAULT_GUARD_S,
         metavar="SECONDS",
         help=(
             "a judge alarm this close to an agent alarm makes it the judge's "
-            f"(default {DEFAULT_GUARD_S:.0f})"
+            f"(default: drift.guard_s, {DEFAULT_GUARD_S:.0f})"
         ),
     )
     parser.add_argument(
         "--baseline",
         type=int,
-        default=DEFAULT_BASELINE,
         metavar="N",
-        help=f"verdicts of each stream that set its baseline (default {DEFAULT_BASELINE})",
+        help=(
+            "verdicts of each stream that set its baseline "
+            f"(default: drift.baseline, {DEFAULT_BASELINE})"
+        ),
     )
     parser.add_argument(
         "--canary-baseline",
         type=int,
-        default=DEFAULT_CANARY_BASELINE,
         metavar="N",
-        help=f"canary cases that set the judge's baseline (default {DEFAULT_CANARY_BASELINE})",
+        help=(
+            "canary cases that set the judge's baseline "
+            f"(default: drift.canary_baseline, {DEFAULT_CANARY_BASELINE})"
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="YAML settings file whose drift: block gives the defaults of the flags above",
     )
     parser.add_argument(
         "--json", dest="json_out", metavar="OUT", help="write the JSON result ('-' for stdout)"
@@ -108,20 +120,29 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> DriftSettings:
-    if not 0.0 < args.alpha < 1.0:
+    """The ``drift:`` block of the settings (``--config``, ``SIDECAR_DRIFT__*``), the flags winning."""
+    found = drift_settings(load_settings(args.config).drift)
+    if args.alpha is not None and not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha must be between 0 and 1 (exclusive), got {args.alpha}")
-    if args.guard < 0:
+    if args.guard is not None and args.guard < 0:
         raise UsageError(f"--guard must be 0 or more seconds, got {args.guard}")
-    if args.baseline < 2 or args.canary_baseline < 2:
-        raise UsageError("--baseline and --canary-baseline must be at least 2")
-    return DriftSettings(
-        alpha=args.alpha,
-        guard_s=args.guard,
-        baseline=args.baseline,
-        every=max(1, args.baseline // 2),
-        canary_baseline=args.canary_baseline,
-        canary_every=max(1, args.canary_baseline // 4),
-    )
+    for flag, value in (("--baseline", args.baseline), ("--canary-baseline", args.canary_baseline)):
+        if value is not None and value < 2:
+            raise UsageError(f"{flag} must be at least 2, got {value}")
+    if args.alpha is not None:
+        found = replace(found, alpha=args.alpha)
+    if args.guard is not None:
+        found = replace(found, guard_s=args.guard)
+    if args.baseline is not None:
+        # A new bettor joins twice per baseline, as with the defaults.
+        found = replace(found, baseline=args.baseline, every=max(1, args.baseline // 2))
+    if args.canary_baseline is not None:
+        found = replace(
+            found,
+            canary_baseline=args.canary_baseline,
+            canary_every=max(1, args.canary_baseline // 4),
+        )
+    return found
 
 
 def _read(paths: list[Path], canary: bool, err: Any) -> tuple[list[Observation], int, int]:
@@ -196,7 +217,8 @@ def _print(alarms: list[Decision], monitor: DriftMonitor, console: Any) -> None:
         j = d.to_json()
         e = j["evidence"]
         console.print(
-            f"{j['time']}  {d.key.rubric} {d.key.kind} {d.key.name} ({d.key.scope}): "
+            f"{j['time']}  {d.key.rubric} {d.key.kind} {d.key.name} ({d.key.scope}"
+            f"{', agent ' + d.key.agent_version if d.key.agent_version else ''}): "
             f"{d.measure.replace('_', ' ')} {d.direction} -> {d.attribution}; "
             f"e-value {e['e_value']:.3g}, baseline {e['baseline_rate']:.3f}, "
             f"since {e['recent_rate']:.3f}; {d.reason}",

@@ -29,7 +29,8 @@ from sidecar.adapters.workers import (
     worker_count,
     worker_index,
 )
-from sidecar.commands._wiring import JudgeState, build_judge
+from sidecar.commands._wiring import JudgeState, build_judge, with_shadow
+from sidecar.drift.attribute import drift_settings
 from sidecar.drift.canary_schedule import CanarySchedule, load_sets
 from sidecar.drift.fingerprint import check_fingerprint
 from sidecar.engine.replica import Service
@@ -79,7 +80,11 @@ def handle(args: argparse.Namespace) -> int:
             "starting %d workers, metrics on :%d", workers, settings.metrics.port
         )
         return asyncio.run(_supervise(supervisor))
-    metrics = Metrics(max_agents=settings.metrics.max_agents)
+    metrics = Metrics(
+        max_agents=settings.metrics.max_agents,
+        drift=drift_settings(settings.drift),
+        shadow=settings.judge.shadow,
+    )
     spans = verdict_spans(
         enabled=settings.otel.enabled,
         service_name=settings.otel.service_name,
@@ -97,7 +102,15 @@ def handle(args: argparse.Namespace) -> int:
         CanarySchedule(sets, judge, metrics, spans=spans) if judge is not None and sets else None
     )
     JudgeState.of(rubrics, judge is not None).report(metrics, logging.getLogger("sidecar"))
-    service, server = kafka_service(settings, rubrics, metrics, spans, judge)
+    pipeline_judge = with_shadow(judge, settings.judge, metrics, spans)
+    if pipeline_judge is not judge:
+        shadow = settings.judge.shadow
+        logging.getLogger("sidecar").info(
+            "shadow judge %s re-judges %.1f%% of the judged cases (verdicts unchanged)",
+            shadow.model,
+            100 * shadow.share,
+        )
+    service, server = kafka_service(settings, rubrics, metrics, spans, pipeline_judge)
     logging.getLogger("sidecar").info(
         "starting: %d rubrics from %s, topic %s on %s, metrics on :%d, judge %s, %d canary sets",
         len(rubrics),

@@ -1,6 +1,7 @@
 """Who drifted, the agent or the judge: two detectors per criterion and a guard-window rule.
 
-For every rubric x check or criterion x scope, a :class:`CriterionDrift` runs
+For every rubric x check or criterion x scope x agent version (the verdicts'
+``agent_version``; none when they do not say), a :class:`CriterionDrift` runs
 :class:`~sidecar.drift.detect.Detector` s on two streams:
 
 - the **agent** stream: the criterion's PASS share among its PASS/FAIL
@@ -29,6 +30,13 @@ answer usably) and ``agent`` on a check (the check had nothing to read). A
 criterion without canary cases still gets rule 2; its decisions say
 ``canaries: false``, since rule 1 could not be applied.
 
+Agent versions: two versions serving at once are two streams, so a shift of
+traffic between two steady versions is not taken for drift. A version first
+seen after another version of the criterion has its reference starts testing
+against that reference (the regression it ships is an alarm on its stream,
+``agent``, saying so); the canaries' judge stream is the criterion's, shared
+by all its versions' streams, so rule 1 applies to each of them.
+
 Times are Unix seconds, taken from the verdicts (``decided_at``); the
 caller feeds observations in time order and calls :meth:`DriftMonitor.settle`
 as time passes (the service) or :meth:`DriftMonitor.finish` at end of input
@@ -51,6 +59,7 @@ from sidecar.drift.detect import (
 )
 from sidecar.evaluate.verdict import Verdict
 from sidecar.model import Outcome
+from sidecar.settings import DriftSectionSettings
 from sidecar.wire.verdicts import VerdictRecord, utc_text
 
 Cause = Literal["none", "agent", "judge"]
@@ -76,12 +85,32 @@ class DriftSettings:
     max_streams: int = DEFAULT_MAX_STREAMS
 
 
+def drift_settings(section: DriftSectionSettings) -> DriftSettings:
+    """The detectors' settings from the ``drift:`` block of the service's settings."""
+    return DriftSettings(**section.model_dump())
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class StreamKey:
     rubric: str
     kind: Kind
     name: str
     scope: str = "trace"
+    agent_version: str = ""  # "" for verdicts that name no agent version (and canary cases)
+
+    @property
+    def base(self) -> StreamKey:
+        """The key without its agent version: where the canaries' judge stream lives."""
+        return StreamKey(self.rubric, self.kind, self.name, self.scope)
+
+
+@dataclass(slots=True)
+class JudgeWatch:
+    """A criterion's judge stream (canary disagreement), shared by its agent versions' streams."""
+
+    detector: Detector
+    alarms: list[float] = field(default_factory=list)  # when it alarmed
+    seen: bool = False  # canary cases watch this criterion
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +136,7 @@ class Decision:
             "name": self.key.name,
             "kind": self.key.kind,
             "scope": self.key.scope,
+            "agent_version": self.key.agent_version or None,
             "stream": self.stream,
             "measure": self.measure,
             "direction": self.direction,
@@ -138,14 +168,15 @@ class CriterionDrift:
 
     key: StreamKey
     settings: DriftSettings = field(default_factory=DriftSettings)
+    # Shared with the criterion's other agent versions (DriftMonitor); its own when None.
+    watch: JudgeWatch | None = None
     passes: Detector = field(init=False)
     errors: Detector = field(init=False)
-    judge: Detector = field(init=False)
-    canaries: bool = False
     last: Cause = "none"
     last_at: float = 0.0  # when ``last`` was decided
+    # The agent version whose reference this stream's test started from (none: its own).
+    inherited: str | None = None
     _pending: list[_Pending] = field(default_factory=list)
-    _judge_alarms: list[float] = field(default_factory=list)
     _baseline_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
     _tested_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
 
@@ -153,7 +184,42 @@ class CriterionDrift:
         s = self.settings
         self.passes = Detector(s.alpha, "down", s.baseline, s.every, s.tolerance)
         self.errors = Detector(s.alpha, "up", s.baseline, s.every, s.tolerance)
-        self.judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
+        if self.watch is None:
+            judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
+            self.watch = JudgeWatch(judge)
+
+    @property
+    def _watch(self) -> JudgeWatch:
+        assert self.watch is not None
+        return self.watch
+
+    @property
+    def judge(self) -> Detector:
+        """The canaries' judge detector of this criterion."""
+        return self._watch.detector
+
+    @property
+    def canaries(self) -> bool:
+        return self._watch.seen
+
+    @property
+    def judge_alarms(self) -> list[float]:
+        return self._watch.alarms
+
+    def inherit(self, previous: CriterionDrift) -> bool:
+        """Start this (new agent version's) test from ``previous``'s reference, if it has one.
+
+        So a regression that ships with a new agent version is tested against the
+        version it replaced, instead of becoming the new version's baseline.
+        """
+        if self.passes.seen or not previous.passes.testing:
+            return False
+        self.passes.adopt(previous.passes)
+        if previous.errors.testing:
+            self.errors.adopt(previous.errors)
+        self._baseline_versions = set(previous._baseline_versions)
+        self.inherited = previous.key.agent_version or "(none)"
+        return True
 
     def verdict(
         self,
@@ -198,18 +264,14 @@ class CriterionDrift:
 
     def canary(self, time: float, disagreed: bool) -> list[Decision]:
         """One canary case of this criterion: whether the judge disagreed with the human label."""
-        self.canaries = True
+        watch = self._watch
+        watch.seen = True
         decided = self.settle(time)
-        alarm = self.judge.update(disagreed)
+        alarm = watch.detector.update(disagreed)
         if alarm is None:
             return decided
-        self._judge_alarms.append(time)
-        # Agent alarms waiting within the guard window are the judge's.
-        for pending in self._pending:
-            decided.append(
-                self._judged(pending.time, pending.alarm, "the canaries' judge stream alarmed")
-            )
-        self._pending = []
+        watch.alarms.append(time)
+        decided += self.judge_alarmed()
         decided.append(
             self._decision(
                 time,
@@ -220,6 +282,15 @@ class CriterionDrift:
                 "disagreement",
             )
         )
+        return decided
+
+    def judge_alarmed(self) -> list[Decision]:
+        """The judge stream just alarmed: agent alarms waiting within the guard window are its."""
+        decided = [
+            self._judged(p.time, p.alarm, "the canaries' judge stream alarmed")
+            for p in self._pending
+        ]
+        self._pending = []
         return decided
 
     def settle(self, now: float) -> list[Decision]:
@@ -252,6 +323,9 @@ class CriterionDrift:
             if self.canaries
             else "no canary cases watch this criterion's judge"
         )
+        if self.inherited is not None:
+            reason += f"; agent version {self.key.agent_version} tested against {self.inherited}'s"
+            reason += " baseline"
         return self._decision(pending.time, "agent", pending.alarm, "agent", reason, "pass_rate")
 
     def _judged(self, time: float, alarm: Alarm, reason: str) -> Decision:
@@ -259,7 +333,7 @@ class CriterionDrift:
 
     def _judge_within(self, time: float) -> bool:
         guard = self.settings.guard_s
-        return any(time - guard <= t <= time for t in self._judge_alarms)
+        return any(time - guard <= t <= time for t in self._watch.alarms)
 
     def _changed(self) -> str | None:
         new = self._tested_versions - self._baseline_versions
@@ -308,18 +382,29 @@ class Observation:
     results: tuple[tuple[Kind, str, Outcome], ...]
     judge_version: str | None = None
     rubric_hash: str | None = None
+    agent_version: str | None = None
     # On canary cases: the human label of each criterion.
     labels: Mapping[str, Outcome] | None = None
 
 
 class DriftMonitor:
-    """Every stream's :class:`CriterionDrift`, at most ``max_streams`` of them (drops counted)."""
+    """Every stream's :class:`CriterionDrift`, at most ``max_streams`` of them (drops counted).
+
+    Verdicts that name their agent version feed that version's streams, so two
+    versions serving at once are not blended into one rate. A new version's
+    stream starts testing against the reference of the version last seen on
+    that criterion (:meth:`CriterionDrift.inherit`). Canary cases feed the
+    criterion's judge stream, shared by all its versions' streams.
+    """
 
     def __init__(self, settings: DriftSettings | None = None) -> None:
         self.settings = settings or DriftSettings()
         self.streams: dict[StreamKey, CriterionDrift] = {}
         self.dropped = 0  # observations of streams over the cap
         self.decisions: list[Decision] = []
+        # Per base key: its streams by agent version, the most recently fed last.
+        self._versions: dict[StreamKey, dict[str, CriterionDrift]] = {}
+        self._watches: dict[StreamKey, JudgeWatch] = {}
 
     def _stream(self, key: StreamKey) -> CriterionDrift | None:
         found = self.streams.get(key)
@@ -327,21 +412,48 @@ class DriftMonitor:
             if len(self.streams) >= self.settings.max_streams:
                 self.dropped += 1
                 return None
-            found = self.streams[key] = CriterionDrift(key, self.settings)
+            s = self.settings
+            watch = self._watches.get(key.base)
+            if watch is None:
+                judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
+                watch = self._watches[key.base] = JudgeWatch(judge)
+            found = self.streams[key] = CriterionDrift(key, s, watch)
+            versions = self._versions.setdefault(key.base, {})
+            if key.agent_version:
+                for previous in reversed(versions.values()):
+                    if previous.key.agent_version and found.inherit(previous):
+                        break
+            versions[key.agent_version] = found
         return found
+
+    def siblings(self, key: StreamKey) -> list[CriterionDrift]:
+        """The streams of ``key``'s check or criterion, one per agent version."""
+        return list(self._versions.get(key.base, {}).values())
+
+    def _fed(self, stream: CriterionDrift) -> None:
+        versions = self._versions[stream.key.base]
+        versions[stream.key.agent_version] = versions.pop(stream.key.agent_version)
 
     def observe(self, o: Observation) -> list[Decision]:
         decided: list[Decision] = []
+        # Canary cases feed the criterion's judge stream, whatever agent they came from.
+        version = (o.agent_version or "") if o.labels is None else ""
         for kind, name, outcome in o.results:
-            stream = self._stream(StreamKey(o.rubric, kind, name, o.scope))
+            stream = self._stream(StreamKey(o.rubric, kind, name, o.scope, version))
             if stream is None:
                 continue
             if o.labels is None:
+                self._fed(stream)
                 decided += stream.verdict(o.time, outcome, o.judge_version, o.rubric_hash)
             elif kind == "criterion" and outcome in (Outcome.PASS, Outcome.FAIL):
                 label = o.labels.get(name)
                 if label in (Outcome.PASS, Outcome.FAIL):
+                    alarms = len(stream.judge_alarms)
                     decided += stream.canary(o.time, outcome is not label)
+                    if len(stream.judge_alarms) > alarms:
+                        for other in self.siblings(stream.key):
+                            if other is not stream:
+                                decided += other.judge_alarmed()
         self.decisions += decided
         return decided
 
@@ -389,6 +501,7 @@ def record_observation(record: VerdictRecord) -> Observation | None:
         ),
         judge_version=record.judge_model_version,
         rubric_hash=record.rubric_hash,
+        agent_version=record.agent_version,
         labels=dict(record.labels or {}) if record.canary else None,
     )
 
@@ -410,5 +523,6 @@ def verdict_observation(
         ),
         judge_version=verdict.judge_model_version,
         rubric_hash=verdict.rubric_hash,
+        agent_version=verdict.agent_version,
         labels=labels,
     )

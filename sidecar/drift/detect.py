@@ -39,6 +39,14 @@ means of bounded random variables by betting", 2023):
    gambler out (at most ``MAX_GAMBLERS`` are kept; the poorest is let go)
    only makes the sum smaller, so the level holds.
 
+4. **A fixed reference.** Given ``reference`` (a rate on the stream's own
+   scale), there is no baseline: the test starts at once against that rate
+   ("the rate is at most ``reference``" for ``up``, "at least" for
+   ``down``), and after an alarm it starts over against the same rate. The
+   threshold stays ``2 / alpha``, so the level is then ``alpha / 2``. The
+   shadow judge's disagreement rate is tested this way (is it above what a
+   migration may change?).
+
 The **e-value** is the total wealth: large values are evidence of a move
 (``1 / e`` is an anytime-valid p-value). The detector alarms once when it
 reaches ``2 / alpha`` and then starts over (a new baseline from the outcomes
@@ -161,6 +169,8 @@ class Detector:
     baseline: int = DEFAULT_BASELINE
     every: int = DEFAULT_EVERY
     tolerance: float = 0.0
+    # A fixed rate to test against instead of a baseline (module docstring, 4.).
+    fixed: float | None = None
     seen: int = 0  # outcomes since the detector was made
     _base_n: int = 0
     _base_hits: int = 0
@@ -179,6 +189,10 @@ class Detector:
             raise ValueError("baseline and every must be at least 1")
         if not 0.0 <= self.tolerance < 1.0:
             raise ValueError(f"tolerance must be in [0, 1), got {self.tolerance}")
+        if self.fixed is not None:
+            if not 0.0 < self.fixed < 1.0:
+                raise ValueError(f"a fixed reference must be in (0, 1), got {self.fixed}")
+            self._start_fixed()
 
     @property
     def threshold(self) -> float:
@@ -204,6 +218,13 @@ class Detector:
         if self._p0 is None:
             return None
         return self._p0 if self.direction == "down" else 1.0 - self._p0
+
+    def adopt(self, other: Detector) -> None:
+        """Skip the baseline: test from ``other``'s reference (a new agent version's stream)."""
+        if other._p0 is None:
+            raise ValueError("the detector to adopt from has no reference yet")
+        self._begin(other._p0)
+        self._base_n, self._base_hits = other._base_n, other._base_hits
 
     def update(self, outcome: bool) -> Alarm | None:
         self.seen += 1
@@ -234,9 +255,16 @@ class Detector:
         self._restart()
         return alarm
 
+    def _start_fixed(self) -> None:
+        assert self.fixed is not None
+        self._begin(self.fixed if self.direction == "down" else 1.0 - self.fixed)
+
     def _start_test(self) -> None:
         bound = lower_bound(self._base_hits, self._base_n, self.alpha / 2)
-        self._p0 = max(0.0, bound - self.tolerance)
+        self._begin(max(0.0, bound - self.tolerance))
+
+    def _begin(self, p0: float) -> None:
+        self._p0 = p0
         self._scale = 1.0 - self._p0
         self._tested = self._tested_hits = self._joined = 0
         self._gamblers = []
@@ -244,7 +272,7 @@ class Detector:
 
     def _alarm(self) -> Alarm:
         assert self._p0 is not None
-        rate = self._base_hits / self._base_n
+        rate = self._base_hits / self._base_n if self._base_n else self._p0
         recent = self._tested_hits / self._tested
         down = self.direction == "down"
         return Alarm(
@@ -261,3 +289,5 @@ class Detector:
         self._p0 = None
         self._gamblers = []
         self._log_e = 0.0
+        if self.fixed is not None:
+            self._start_fixed()

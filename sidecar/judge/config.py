@@ -41,6 +41,36 @@ class Price(BaseModel):
     output_per_mtok: Annotated[float, Field(ge=0)]
 
 
+class ShadowSettings(BaseModel):
+    """A second judge model that re-judges a share of the judged cases (off by default).
+
+    ``model`` names the shadow model (None: off); ``share`` (0 to 1) is the
+    share of judged cases it re-judges, chosen by a hash of the case's trace
+    or conversation id, so every replica and restart picks the same ones. The
+    shadow's answers never change a verdict; they are compared with the
+    primary's per criterion (:mod:`sidecar.drift.shadow_agreement`). At most
+    ``max_inflight`` shadow calls wait or run at once (further ones are
+    dropped and counted), ``concurrency`` of them at the model. Kappa is
+    taken over the latest ``window`` compared cases of each criterion; the
+    disagreement detector alarms (level ``alpha``) once the disagreement
+    rate is shown to be above ``max_disagreement``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    max_inflight: Annotated[int, Field(ge=1)] = 16
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 2
+    window: Annotated[int, Field(ge=10)] = 500
+    max_disagreement: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.1
+    alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.model) and self.share > 0.0
+
+
 class JudgeSettings(BaseModel):
     """Everything about how judge calls are made, except which model (the rubric says)."""
 
@@ -78,6 +108,8 @@ class JudgeSettings(BaseModel):
     max_request_chars: Annotated[int, Field(ge=MIN_REQUEST_CHARS)] = DEFAULT_MAX_REQUEST_CHARS
     # {model: {input_per_mtok, output_per_mtok}} in US dollars per million tokens.
     prices: dict[str, Price] = Field(default_factory=dict)
+
+    shadow: ShadowSettings = Field(default_factory=ShadowSettings)
 
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key_env: str = "OPENAI_API_KEY"

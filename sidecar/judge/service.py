@@ -80,6 +80,7 @@ from sidecar.retry import Backoff
 from sidecar.telemetry import (
     PAIRWISE,
     PRODUCTION,
+    SHADOW,
     BreakerChanged,
     CacheLookup,
     InjectionFlagged,
@@ -174,6 +175,7 @@ class JudgeService:
         self._purpose = PRODUCTION
         self._clock = clock
         self._sleep = sleep
+        self._rand = rand
         self._backoff = Backoff(settings.backoff_base_s, settings.backoff_max_s, 1.0, rand)
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._limiter = RateLimiter(
@@ -193,6 +195,27 @@ class JudgeService:
         """
         view = copy.copy(self)
         view._purpose = purpose
+        view._cache = None
+        return view
+
+    def for_shadow(self, concurrency: int) -> JudgeService:
+        """Another service on this backend for the shadow model (:mod:`sidecar.judge.shadow`).
+
+        Its own ``concurrency`` slots, rate limits and breakers (the shadow model
+        has its own quota, and must not take the primary's slots), no cache,
+        calls reported under purpose ``shadow``. Close only the original.
+        """
+        settings = self._settings.model_copy(update={"concurrency": concurrency})
+        view = JudgeService(
+            self._backend,
+            settings,
+            self._telemetry,
+            clock=self._clock,
+            sleep=self._sleep,
+            rand=self._rand,
+            wall_ns=self._wall_ns,
+        )
+        view._purpose = SHADOW
         view._cache = None
         return view
 
@@ -246,13 +269,21 @@ class JudgeService:
         use_cache: bool = True,
     ) -> JudgeResult:
         """Judge one case; ``screening`` is the case's, from ``screen_case``."""
-        request = build_request(
+        request = self.request(rubric, transcript)
+        return await self.judge_request(rubric, request, screening, use_cache=use_cache)
+
+    def request(self, rubric: Rubric, transcript: Transcript) -> JudgeRequest:
+        """The request :meth:`judge` sends for this case (the shadow judge sends it twice)."""
+        return build_request(
             rubric,
             transcript,
             max_block_chars=self._settings.max_block_chars,
             max_request_chars=self._settings.max_request_chars,
         )
-        return await self.judge_request(rubric, request, screening, use_cache=use_cache)
+
+    def unavailable(self, rubric: Rubric, request: JudgeRequest, reason: str) -> JudgeResult:
+        """The result of a case the judge could not be asked about (every criterion ERROR)."""
+        return self._failed(rubric, request, reason, None)
 
     async def judge_request(
         self,
