@@ -41,10 +41,34 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from bench.bench_kafka import RUBRIC  # noqa: E402
 from tests.agents.genai_spans import make_cases  # noqa: E402
 from tests.agents.otlp import encode_request  # noqa: E402
 from tests.integration.harness import environ_without, run_python  # noqa: E402
+
+# Every check type, on both agents of the generated traces.
+RUBRIC = """
+id: bench-all-checks
+version: "1"
+checks:
+  - {name: allowed_tools, type: tool_allowlist,
+     tools: [lookup_order, issue_refund, get_user_details, get_reservation_details, cancel_reservation]}
+  - {name: no_delete, type: tool_denylist, tools: [delete_account]}
+  - {name: at_most_8_calls, type: max_tool_calls, limit: 8}
+  - name: refund_args
+    type: tool_arguments
+    tool: issue_refund
+    schema: {type: object, required: [order_id, amount], properties: {amount: {type: number, maximum: 500}}}
+  - name: looked_up_first
+    type: required_tool_calls
+    order: any_order
+    calls: [{name: lookup_order}]
+    gate: false
+  - {name: no_apology_loop, type: answer_regex, must_not_match: "(?i)as an ai language model"}
+  - {name: answer_is_text, type: answer_json_schema, schema: {type: string}, gate: false}
+  - {name: fast_enough, type: max_latency_ms, limit: 30000, gate: false}
+  - {name: no_error_spans, type: no_error_spans}
+  - {name: amount_grounded, type: grounded_numbers}
+"""
 
 
 async def produce(
