@@ -59,10 +59,14 @@ _RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>
 
 
 class Judge:
-    """The local judge's two versions; ``strict`` switches from A to B."""
+    """The local judge's two versions; ``strict`` switches from A to B.
 
-    def __init__(self) -> None:
+    ``b_version``: what version B says served it (``judge-a-001`` too: a silent bump).
+    """
+
+    def __init__(self, b_version: str = "judge-b-002") -> None:
         self.strict = False
+        self.b_version = b_version
 
     def __call__(self, path: str, body: Any) -> Reply:
         text = body["contents"][0]["parts"][0]["text"]
@@ -77,7 +81,7 @@ class Judge:
             },
             {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
         ]
-        version = "judge-b-002" if self.strict else "judge-a-001"
+        version = self.b_version if self.strict else "judge-a-001"
         return gemini_json({"criteria": criteria}, model_version=version)
 
 
@@ -160,12 +164,10 @@ async def _switch_run(
         },
     )
 
-    def judged(version: str) -> Callable[[], bool]:
+    def judged(outcome: str) -> Callable[[], bool]:
         def enough() -> bool:
             found = sidecar.metric(
-                "sidecar_criterion_verdicts_total",
-                criterion="correct_amount",
-                judge_model_version=version,
+                "sidecar_criterion_verdicts_total", criterion="correct_amount", outcome=outcome
             )
             return found >= HALF
 
@@ -174,14 +176,14 @@ async def _switch_run(
     with sidecar:
         # Half A: the baselines of both streams fill with version A's verdicts.
         await _half(kafka_bootstrap, topic, 0)
-        await wait_for(judged("judge-a-001"), 40, f"version A's verdicts\n{sidecar.log()}")
+        await wait_for(judged("PASS"), 40, f"version A's verdicts\n{sidecar.log()}")
         await wait_for(
             lambda: sidecar.metric("sidecar_canary_runs_total") >= 3, 20, "three canary runs"
         )
         before = samples(sidecar, "sidecar_drift_alarms_total")
         judge.strict = True  # the model behind the alias changes
         await _half(kafka_bootstrap, topic, HALF)
-        await wait_for(judged("judge-b-002"), 40, f"version B's verdicts\n{sidecar.log()}")
+        await wait_for(judged("FAIL"), 40, f"version B's verdicts\n{sidecar.log()}")
 
         def judge_alarms() -> bool:
             return (
@@ -210,10 +212,19 @@ async def _switch_run(
     }
 
 
+@pytest.mark.parametrize(
+    ("b_version", "reason"),
+    [
+        # The new version says so: rule 2 (or the canaries) makes the agent alarm the judge's.
+        pytest.param("judge-b-002", "", id="named-version"),
+        # A silent bump: the same version label, only the canaries can tell.
+        pytest.param("judge-a-001", "the canaries' judge stream alarmed", id="silent-bump"),
+    ],
+)
 async def test_a_judge_version_switch_is_attributed_to_the_judge(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, b_version: str, reason: str
 ) -> None:
-    judge = Judge()
+    judge = Judge(b_version)
     server = JudgeServer(responder=judge).start()
     try:
         seen = await _switch_run(kafka_bootstrap, tmp_path, judge, server)
@@ -258,7 +269,7 @@ async def test_a_judge_version_switch_is_attributed_to_the_judge(
         },
         "alarm_log_lines": [line.split("drift alarm: ", 1)[1] for line in seen["alarm_lines"]],
     }
-    print("\nversion switch run:", json.dumps(report, indent=2))
+    print(f"\nversion switch run ({b_version}):", json.dumps(report, indent=2))
     (tmp_path / "version_switch.json").write_text(json.dumps(report, indent=2))
 
     assert not report["alarms_before_switch"]  # version A alone raised nothing
@@ -272,6 +283,9 @@ async def test_a_judge_version_switch_is_attributed_to_the_judge(
     assert not [k for k in alarms if k[0] == "polite"]
     versions = report["criterion_verdicts_by_version"]
     assert versions["correct_amount/judge-a-001/PASS"] >= HALF
-    assert versions["correct_amount/judge-b-002/FAIL"] >= HALF
+    assert versions[f"correct_amount/{b_version}/FAIL"] >= HALF
     assert report["threshold"] == [pytest.approx(40.0)]
-    assert any("-> judge" in line for line in report["alarm_log_lines"])
+    agent_lines = [line for line in report["alarm_log_lines"] if "pass_rate down" in line]
+    assert agent_lines
+    assert all("-> judge" in line for line in agent_lines)
+    assert all(reason in line for line in agent_lines)
