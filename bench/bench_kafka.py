@@ -136,7 +136,8 @@ class Result:
 
     @property
     def per_cpu(self) -> float:
-        return self.spans / self.cpu_s if self.cpu_s > 0 else float("inf")
+        # NaN when the window was shorter than the clock's tick (tiny loads): printed as nan.
+        return self.spans / self.cpu_s if self.cpu_s > 0 else float("nan")
 
 
 def refund_cases(traces: int) -> list[GenAICase]:
