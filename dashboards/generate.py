@@ -1188,6 +1188,32 @@ def judge_health() -> Board:
             hi=None,
             w=24,
         ),
+        row("Shadow judge (a model under test beside the rubric's judge)"),
+        timeseries(
+            "Shadow judge agreement (Cohen's kappa)",
+            "judge.shadow re-judges a share of the judged cases with another model and never changes a verdict. Kappa between the rubric's judge and the shadow model per criterion, over the latest judge.shadow.window compared cases: what switching models would do to the numbers.",
+            (
+                f"max by (rubric, criterion, judge_model, shadow_model) ({sel('sidecar_shadow_kappa', RUBRIC)})",
+                "{{rubric}}/{{criterion}} {{judge_model}} vs {{shadow_model}}",
+            ),
+            unit="short",
+            lo=-1,
+            hi=1,
+            steps=KAPPA,
+        ),
+        timeseries(
+            "Shadow judge disagreement and its evidence",
+            "Share of compared cases where the two models differ, beside the detector's e-value; the alarm (SidecarShadowJudgeDisagrees) is at 2/alpha.",
+            (
+                f"max by (rubric, criterion, shadow_model) ({sel('sidecar_shadow_disagreement', RUBRIC)})",
+                "disagreement {{rubric}}/{{criterion}} {{shadow_model}}",
+            ),
+            (
+                f"max by (rubric, criterion, shadow_model) ({sel('sidecar_shadow_disagreement_evalue', RUBRIC)})",
+                "e-value {{rubric}}/{{criterion}} {{shadow_model}}",
+            ),
+            unit="short",
+        ),
     ]
     return dashboard(
         "sidecar-judge-health",

@@ -94,6 +94,7 @@ EXPECTED_EMPTY: dict[tuple[str, str], str] = {
 }
 
 _RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
+SHADOW_MODEL = "gemini-shadow-under-test"
 WRONG_AMOUNT = "999.95"  # the judge FAILs correct_amount
 LEAVES_OUT = "Cheerio"  # the judge forgets correct_amount: ERROR (missing)
 
@@ -348,6 +349,8 @@ def prometheus(
                         "timeout_s": 10,
                         "requests_per_minute": 6000,
                         "prices": {JUDGE_MODEL: {"input_per_mtok": 0.3, "output_per_mtok": 2.5}},
+                        # Every judged case a second time, so the shadow panels have data.
+                        "shadow": {"model": SHADOW_MODEL, "share": 1.0},
                     },
                     # Every judged case goes to review, so labels find their case.
                     "review": {
