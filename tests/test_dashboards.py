@@ -62,6 +62,9 @@ SIDECAR_METRICS: dict[str, set[str]] = {
     "sidecar_drift_attribution": {"rubric", "criterion", "cause"},
     "sidecar_drift_alarms_total": {"rubric", "criterion", "stream", "attribution"},
     "sidecar_drift_evalue_threshold": set(),
+    "sidecar_shadow_kappa": {"rubric", "criterion", "judge_model", "shadow_model"},
+    "sidecar_shadow_disagreement": {"rubric", "criterion", "judge_model", "shadow_model"},
+    "sidecar_shadow_disagreement_evalue": {"rubric", "criterion", "judge_model", "shadow_model"},
     "sidecar_criterion_verdicts_total": {
         "rubric",
         "rubric_version",
