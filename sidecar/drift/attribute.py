@@ -295,6 +295,8 @@ class CriterionDrift:
 
     def settle(self, now: float) -> list[Decision]:
         """Decide the agent alarms whose guard window has passed without a judge alarm."""
+        if not self._pending:
+            return []
         due = [p for p in self._pending if now - p.time >= self.settings.guard_s]
         self._pending = [p for p in self._pending if now - p.time < self.settings.guard_s]
         decided = [self._agent(p) for p in due]
@@ -464,7 +466,8 @@ class DriftMonitor:
         return out
 
     def settle(self, now: float) -> list[Decision]:
-        decided = [d for s in self.streams.values() for d in s.settle(now)]
+        # Called on every observation: only streams holding an alarm have anything to decide.
+        decided = [d for s in self.streams.values() if s.pending for d in s.settle(now)]
         self.decisions += decided
         return decided
 
