@@ -10,7 +10,6 @@ m-002 instead of m-001. The hand-worked figures are in tests/test_canary.py.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,14 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.ingest.otlpjson import request_to_json_line
 from tests.agents.genai_spans import make_genai_trace, recorder
-from tests.gemini_server import JudgeServer, Reply, gemini_json, openai_json, status
+from tests.gemini_server import (
+    JudgeServer,
+    Reply,
+    gemini_json,
+    judged_response,
+    openai_json,
+    status,
+)
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,8 +44,6 @@ judge:
 """
     + REFUND_JUDGE_CRITERIA
 )
-
-_RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
 
 
 def answer(order: str) -> str:
@@ -90,9 +94,7 @@ def judging(*, drifted: bool = False, down: frozenset[str] = frozenset()) -> Cal
 
     def respond(path: str, body: Any) -> Reply:
         gemini = path.endswith(":generateContent")
-        text = body["contents"][0]["parts"][0]["text"] if gemini else body["messages"][1]["content"]
-        match = _RESPONSE.search(text)
-        response = match.group(2) if match else ""
+        response = judged_response(body)
         if any(f"order {o}." in response for o in down):
             return status(500, "scripted outage")
         wrong = WRONG in response and not drifted

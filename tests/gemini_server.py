@@ -86,6 +86,29 @@ def gemini_text(
     return Reply(body=body)
 
 
+_RESPONSE_BLOCK = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
+
+
+def judged_response(body: Any) -> str:
+    """The agent's response as a judge request fences it ('' when it has none).
+
+    ``body`` is a Gemini ``generateContent`` request or an OpenAI chat request.
+    """
+    if "contents" in body:
+        text = body["contents"][0]["parts"][0]["text"]
+    else:
+        text = body["messages"][1]["content"]
+    match = _RESPONSE_BLOCK.search(text)
+    return match.group(2) if match else ""
+
+
+def requested_model(path: str) -> str:
+    """The model a Gemini ``generateContent`` path asks for."""
+    match = _GEMINI_PATH.match(path)
+    assert match is not None, f"not a generateContent path: {path}"
+    return match.group("model")
+
+
 def gemini_json(value: Any, **kwargs: Any) -> Reply:
     return gemini_text(json.dumps(value), **kwargs)
 

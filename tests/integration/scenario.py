@@ -8,14 +8,13 @@ Traces are generated with the OTel SDK and encoded with its OTLP encoder.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.agents.genai_spans import GenAICase, make_cases
 from tests.agents.otlp import split_requests
-from tests.gemini_server import Reply, gemini_json
+from tests.gemini_server import Reply, gemini_json, judged_response
 
 # Check names match tests.agents.genai_spans' expected failures.
 RUBRICS = {
@@ -78,15 +77,10 @@ judge:
     + REFUND_JUDGE_CRITERIA
 )
 
-_BLOCK = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
-
 
 def answer_like_a_judge(path: str, body: Any) -> Reply:
     """PASS everything, except an amount the tools never returned (the 999.95 cases)."""
-    text = body["contents"][0]["parts"][0]["text"]
-    match = _BLOCK.search(text)
-    response = match.group(2) if match else ""
-    wrong = "999.95" in response
+    wrong = "999.95" in judged_response(body)
     return gemini_json(
         {
             "criteria": [

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents.genai_spans import make_genai_trace, recorder
-from tests.gemini_server import JudgeServer, Reply, gemini_json
+from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response
 from tests.integration.harness import SidecarProcess, produce, spans_topic, wait_for
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
@@ -55,7 +54,6 @@ DRIFT = {
     "guard_s": 30,
 }
 HALF = 30  # production traces per half
-_RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
 
 
 class Judge:
@@ -69,10 +67,7 @@ class Judge:
         self.b_version = b_version
 
     def __call__(self, path: str, body: Any) -> Reply:
-        text = body["contents"][0]["parts"][0]["text"]
-        match = _RESPONSE.search(text)
-        response = match.group(2) if match else ""
-        fail = self.strict or WRONG in response
+        fail = self.strict or WRONG in judged_response(body)
         criteria = [
             {
                 "criterion": "correct_amount",

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import math
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from tests.agents.genai_spans import ToolCallSpec, make_genai_trace, recorder
 from tests.dashboard_queries import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, PanelQuery, expand
-from tests.gemini_server import JudgeServer, Reply, gemini_json
+from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response
 from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
 from tests.integration.prometheus import PrometheusProcess, fast_rules
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
@@ -93,16 +92,13 @@ EXPECTED_EMPTY: dict[tuple[str, str], str] = {
     ),
 }
 
-_RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
 SHADOW_MODEL = "gemini-shadow-under-test"
 WRONG_AMOUNT = "999.95"  # the judge FAILs correct_amount
 LEAVES_OUT = "Cheerio"  # the judge forgets correct_amount: ERROR (missing)
 
 
 def answer_like_a_judge(path: str, body: Any) -> Reply:
-    text = body["contents"][0]["parts"][0]["text"]
-    match = _RESPONSE.search(text)
-    response = match.group(2) if match else ""
+    response = judged_response(body)
     wrong = WRONG_AMOUNT in response
     criteria = [
         {

@@ -9,7 +9,6 @@ model's; the shadow's comparison shows on the metrics only.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.drift.shadow_agreement import shadow_selected
 from tests.agents.genai_spans import make_genai_trace, recorder
-from tests.gemini_server import JudgeServer, Reply, gemini_json
+from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response, requested_model
 from tests.integration.harness import (
     SidecarProcess,
     consume_all,
@@ -45,17 +44,11 @@ judge:
 {REFUND_JUDGE_CRITERIA}"""
 SHARE = 0.5
 N = 40
-_RESPONSE = re.compile(r"<<<BEGIN RESPONSE (\w+)>>>\n(.*?)\n<<<END RESPONSE \1>>>", re.S)
-_MODEL = re.compile(r"/models/(?P<model>[^/:]+):generateContent$")
 
 
 def two_judges(path: str, body: Any) -> Reply:
-    match = _MODEL.search(path)
-    assert match is not None
-    shadow = match.group("model") == SHADOW
-    found = _RESPONSE.search(body["contents"][0]["parts"][0]["text"])
-    response = found.group(2) if found else ""
-    fail = shadow or WRONG in response
+    shadow = requested_model(path) == SHADOW
+    fail = shadow or WRONG in judged_response(body)
     criteria = [
         {
             "criterion": "correct_amount",
