@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from sidecar.bounds import MAX_NESTING, UINT64_MAX
-from sidecar.model import Span, SpanEvent, SpanKind, StatusCode
+from sidecar.model import DecideReason, Span, SpanEvent, SpanKind, StatusCode, Trace
 from tests.fuzz_strategies import (
     attr_values,
     embeddable,
@@ -261,4 +261,18 @@ def spans_of(
         status_code=draw(st.sampled_from(list(StatusCode))),
         status_message=draw(texts),
         events=tuple(events),
+    )
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> Trace:
+    """A trace of one to three conventions' spans, one to three of each, any decision."""
+    conventions = draw(st.lists(st.sampled_from(sorted(CONVENTION_SHAPES)), min_size=1, max_size=3))
+    spans = [draw(spans_of(c)) for c in conventions for _ in range(draw(st.integers(1, 3)))]
+    return Trace(
+        trace_id=TRACE_ID,
+        spans=tuple(spans),
+        reason=draw(st.sampled_from(list(DecideReason))),
+        truncated=draw(st.booleans()),
+        partial=draw(st.booleans()),
     )

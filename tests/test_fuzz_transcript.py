@@ -24,26 +24,13 @@ from sidecar.model import (
     Trace,
     Transcript,
 )
-from tests.fuzz_shapes import CONVENTION_SHAPES, spans_of
+from tests.fuzz_shapes import CONVENTION_SHAPES, spans_of, traces
 from tests.fuzz_strategies import FUZZ
 
 
 # What each convention's reader looks at: span names, scope names, attribute keys.
 def test_every_convention_has_a_fuzz_strategy() -> None:
     assert set(CONVENTION_SHAPES) == set(ALL_CONVENTIONS)
-
-
-@st.composite
-def traces(draw: st.DrawFn) -> Trace:
-    conventions = draw(st.lists(st.sampled_from(sorted(CONVENTION_SHAPES)), min_size=1, max_size=3))
-    spans = [draw(spans_of(c)) for c in conventions for _ in range(draw(st.integers(1, 3)))]
-    return Trace(
-        trace_id="5b8efff798038103d269b633813fc60c",
-        spans=tuple(spans),
-        reason=draw(st.sampled_from(list(DecideReason))),
-        truncated=draw(st.booleans()),
-        partial=draw(st.booleans()),
-    )
 
 
 def check_contract(transcript: Transcript, trace: Trace) -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from sidecar.evaluate.checks import CHECK_TYPES, run_checks
 from sidecar.evaluate.checks.base import Part
@@ -42,7 +41,7 @@ from tests.agents.adk_traces import ALL as ADK_SCENARIOS
 from tests.agents.adk_traces import adk1_spans
 from tests.agents.genai_spans import make_cases
 from tests.agents.otlp import split_requests
-from tests.fuzz_shapes import CONVENTION_SHAPES, spans_of
+from tests.fuzz_shapes import traces
 from tests.fuzz_strategies import FUZZ
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,19 +195,6 @@ def test_plan_and_full_transcript_agree_on_recorded_traces(index: int) -> None:
     if index < len(traces):
         _agree(traces[index])
         _same_cases(traces[index])
-
-
-@st.composite
-def traces(draw: st.DrawFn) -> Trace:
-    conventions = draw(st.lists(st.sampled_from(sorted(CONVENTION_SHAPES)), min_size=1, max_size=3))
-    spans = [draw(spans_of(c)) for c in conventions for _ in range(draw(st.integers(1, 3)))]
-    return Trace(
-        trace_id="5b8efff798038103d269b633813fc60c",
-        spans=tuple(spans),
-        reason=draw(st.sampled_from(list(DecideReason))),
-        truncated=draw(st.booleans()),
-        partial=draw(st.booleans()),
-    )
 
 
 @FUZZ
