@@ -2,13 +2,13 @@
 
 ``compile_plan(rubrics)`` is done once per rubric set (the service's, a
 replay's) and remembered: for each trace-scope rubric the checks with their
-evaluation and truncation rule resolved (no registry look-up, no closure per
-check and trace), whether it expects an agent run, its untrusted tools, and
+evaluation resolved, whether it expects an agent run, its untrusted tools, and
 the parts of the transcript its checks read (``CheckType.reads``,
 :class:`~sidecar.evaluate.checks.base.Part`); for the set, the union.
 
-What a plan's checks conclude is what ``run_checks`` concludes on the same
-transcript, check for check (tests/test_rubric_plans.py): the same faults
+A plan's check is concluded by ``run_finding``, as ``run_checks`` concludes
+it, so it concludes the same on the same transcript, check for check
+(tests/test_rubric_plans.py): the same faults
 become ERROR, and truncation and fragments make the same outcomes
 inconclusive.
 
@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.evaluate.checks import CHECK_FAULTS, check_type_of
-from sidecar.evaluate.checks._common import Finding, errored
+from sidecar.evaluate.checks import check_type_of, run_finding
+from sidecar.evaluate.checks._common import Finding
 from sidecar.evaluate.checks.base import CheckConfig, Part
 from sidecar.evaluate.rubric import Rubric, Scope
-from sidecar.model import CheckResult, Outcome, Transcript, new_check_result
+from sidecar.model import CheckResult, Transcript
 
 __all__ = [
     "PART_FIELDS",
@@ -77,23 +77,17 @@ class CompiledCheck:
 
     spec: CheckConfig
     evaluate: Callable[[Any, Transcript], Finding]
-    inconclusive_if_truncated: Outcome | None
     reads: frozenset[Part]
 
     def run(self, transcript: Transcript, fragment: str | None) -> CheckResult:
         """What ``run_check(spec, transcript, fragment=fragment)`` gives."""
-        spec = self.spec
-        try:
-            finding = self.evaluate(spec, transcript)
-        except CHECK_FAULTS as exc:
-            finding = errored(f"check raised {type(exc).__name__}: {exc}")
-        inconclusive = self.inconclusive_if_truncated
-        if finding.outcome is inconclusive:
-            if transcript.truncated:
-                finding = errored(f"trace truncated, inconclusive: {finding.detail}")
-            elif fragment is not None:
-                finding = errored(f"{fragment}, inconclusive: {finding.detail}")
-        return new_check_result(spec.name, finding.outcome, spec.gate, finding.detail)
+        spec, evaluate = self.spec, self.evaluate
+        return run_finding(
+            spec,
+            lambda: evaluate(spec, transcript),
+            truncated=transcript.truncated,
+            fragment=fragment,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +118,7 @@ def compile_rubric(rubric: Rubric) -> RubricPlan:
     checks = []
     for spec in rubric.checks:
         check_type = check_type_of(spec)
-        checks.append(
-            CompiledCheck(
-                spec, check_type.evaluate, check_type.inconclusive_if_truncated, check_type.reads
-            )
-        )
+        checks.append(CompiledCheck(spec, check_type.evaluate, check_type.reads))
     return RubricPlan(
         rubric,
         tuple(checks),
