@@ -9,7 +9,6 @@ m-002 instead of m-001. The hand-worked figures are in tests/test_canary.py.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.ingest.otlpjson import request_to_json_line
-from tests.agents.genai_spans import make_genai_trace, recorder
+from tests.agents.genai_spans import recorder, refund_turn
 from tests.gemini_server import (
     JudgeServer,
     Reply,
@@ -46,29 +45,12 @@ judge:
 )
 
 
-def answer(order: str) -> str:
-    amount = WRONG if int(order[1:]) >= 7 else "40.25"
-    return f"Sorry about that: ${amount} refunded for order {order}."
-
-
 def record_traces() -> tuple[str, dict[str, str]]:
     """One OTLP/JSON line with the ten traces; and order -> trace id."""
     rec = recorder("refund-agent", "1.4.2", seed="canary")
     ids = {}
     for order in ORDERS:
-        ids[order] = make_genai_trace(
-            rec.provider,
-            f"Please refund order {order}.",
-            [
-                (
-                    "issue_refund",
-                    {"order_id": order, "amount": 40.25},
-                    json.dumps({"order_id": order, "amount": 40.25, "status": "issued"}),
-                )
-            ],
-            answer(order),
-            agent="refund-agent",
-        )
+        ids[order] = refund_turn(rec.provider, order, WRONG if int(order[1:]) >= 7 else "40.25")
     return request_to_json_line(encode_spans(rec.spans())) + "\n", ids
 
 

@@ -311,6 +311,27 @@ def make_genai_trace(
     return format(root.get_span_context().trace_id, "032x")
 
 
+def refund_turn(provider_or_tracer: TracerProvider | trace.Tracer, order: str, amount: str) -> str:
+    """One refund-agent turn: it refunds 40.25 for ``order`` and answers ``$amount`` refunded.
+
+    An ``amount`` other than ``"40.25"`` is a number the tools never returned
+    (the judge servers of the tests FAIL ``correct_amount`` on it). Returns the trace id.
+    """
+    return make_genai_trace(
+        provider_or_tracer,
+        f"Please refund order {order}.",
+        [
+            (
+                "issue_refund",
+                {"order_id": order, "amount": 40.25},
+                json.dumps({"order_id": order, "amount": 40.25, "status": "issued"}),
+            )
+        ],
+        f"Sorry about that: ${amount} refunded for order {order}.",
+        agent="refund-agent",
+    )
+
+
 def _fail(span: trace.Span, error_type: str, message: str, at_ns: int) -> None:
     span.set_attribute("error.type", error_type)
     span.add_event(

@@ -26,7 +26,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.agents.genai_spans import make_genai_trace, recorder
+from tests.agents.genai_spans import recorder, refund_turn
 from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response
 from tests.integration.harness import SidecarProcess, produce, spans_topic, wait_for
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
@@ -82,19 +82,7 @@ class Judge:
 
 def _trace(order: str, amount: str, seed: str) -> tuple[str, list[bytes]]:
     rec = recorder("refund-agent", "1.4.2", seed=seed)
-    trace_id = make_genai_trace(
-        rec.provider,
-        f"Please refund order {order}.",
-        [
-            (
-                "issue_refund",
-                {"order_id": order, "amount": 40.25},
-                json.dumps({"order_id": order, "amount": 40.25, "status": "issued"}),
-            )
-        ],
-        f"Sorry about that: ${amount} refunded for order {order}.",
-        agent="refund-agent",
-    )
+    trace_id = refund_turn(rec.provider, order, amount)
     return trace_id, [encode_spans(rec.spans()).SerializeToString()]
 
 

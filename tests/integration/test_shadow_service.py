@@ -8,7 +8,6 @@ model's; the shadow's comparison shows on the metrics only.
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from sidecar.drift.shadow_agreement import shadow_selected
-from tests.agents.genai_spans import make_genai_trace, recorder
+from tests.agents.genai_spans import recorder, refund_turn
 from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response, requested_model
 from tests.integration.harness import (
     SidecarProcess,
@@ -62,20 +61,7 @@ def two_judges(path: str, body: Any) -> Reply:
 
 def _trace(n: int) -> tuple[str, bytes]:
     rec = recorder("refund-agent", "1.4.2", seed=f"shadow/{n}")
-    amount = WRONG if n % 4 == 0 else "40.25"
-    trace_id = make_genai_trace(
-        rec.provider,
-        f"Please refund order S{n}.",
-        [
-            (
-                "issue_refund",
-                {"order_id": f"S{n}", "amount": 40.25},
-                json.dumps({"order_id": f"S{n}", "amount": 40.25, "status": "issued"}),
-            )
-        ],
-        f"Sorry about that: ${amount} refunded for order S{n}.",
-        agent="refund-agent",
-    )
+    trace_id = refund_turn(rec.provider, f"S{n}", WRONG if n % 4 == 0 else "40.25")
     return trace_id, encode_spans(rec.spans()).SerializeToString()
 
 
