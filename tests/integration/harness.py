@@ -68,6 +68,24 @@ def write_rubric(workdir: Path, name: str, text: str) -> Path:
     return folder
 
 
+def write_canary_set(
+    folder: Path, cases: Iterable[tuple[str, Sequence[bytes], Iterable[tuple[str, str]]]]
+) -> None:
+    """A canary folder: ``traces.bin`` (length-framed OTLP records) and ``labels.jsonl``.
+
+    ``cases``: (trace id, its OTLP records, its (criterion, PASS|FAIL) human labels).
+    """
+    folder.mkdir(parents=True)
+    framed, labels = b"", []
+    for trace_id, parts, human in cases:
+        framed += b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+        labels += [
+            {"case_id": trace_id, "criterion": c, "rater": "ann", "label": v} for c, v in human
+        ]
+    (folder / "traces.bin").write_bytes(framed)
+    (folder / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -28,7 +28,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents.genai_spans import recorder, refund_turn
 from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response
-from tests.integration.harness import SidecarProcess, produce, spans_topic, wait_for
+from tests.integration.harness import (
+    SidecarProcess,
+    produce,
+    spans_topic,
+    wait_for,
+    write_canary_set,
+)
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
 pytestmark = [pytest.mark.kafka]
@@ -88,22 +94,13 @@ def _trace(order: str, amount: str, seed: str) -> tuple[str, list[bytes]]:
 
 def write_canary(folder: Path) -> None:
     """Ten canary cases: C1..C6 refund the right amount (PASS), C7..C10 a wrong one (FAIL)."""
-    folder.mkdir(parents=True)
-    framed, labels = b"", []
-    for n in range(1, 11):
+
+    def case(n: int) -> tuple[str, list[bytes], list[tuple[str, str]]]:
         wrong = n >= 7
         trace_id, parts = _trace(f"C{n}", WRONG if wrong else "40.25", f"switch/canary/{n}")
-        framed += b"".join(len(p).to_bytes(4, "big") + p for p in parts)
-        labels.append(
-            {
-                "case_id": trace_id,
-                "criterion": "correct_amount",
-                "rater": "ann",
-                "label": "FAIL" if wrong else "PASS",
-            }
-        )
-    (folder / "traces.bin").write_bytes(framed)
-    (folder / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+        return trace_id, parts, [("correct_amount", "FAIL" if wrong else "PASS")]
+
+    write_canary_set(folder, (case(n) for n in range(1, 11)))
 
 
 def samples(sidecar: SidecarProcess, *names: str) -> list[tuple[str, dict[str, str], float]]:

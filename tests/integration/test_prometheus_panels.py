@@ -34,7 +34,13 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from tests.agents.genai_spans import ToolCallSpec, make_genai_trace, recorder
 from tests.dashboard_queries import ALL_QUERIES, ANNOTATION_EXPRS, RULE_FILES, PanelQuery, expand
 from tests.gemini_server import JudgeServer, Reply, gemini_json, judged_response
-from tests.integration.harness import SidecarProcess, create_topics, produce, wait_for
+from tests.integration.harness import (
+    SidecarProcess,
+    create_topics,
+    produce,
+    wait_for,
+    write_canary_set,
+)
 from tests.integration.prometheus import PrometheusProcess, fast_rules
 from tests.integration.scenario import REFUND_JUDGE_CRITERIA
 
@@ -230,16 +236,7 @@ CANARY = [
 
 def write_canary(folder: Path) -> None:
     """The canary traces (the file exporter's proto format) and their labels."""
-    folder.mkdir()
-    framed, labels = b"", []
-    for turn in CANARY:
-        trace_id, parts = record_turn(turn, wave=99)
-        framed += b"".join(len(p).to_bytes(4, "big") + p for p in parts)
-        labels += [
-            {"case_id": trace_id, "criterion": c, "rater": "ann", "label": v} for c, v in turn.human
-        ]
-    (folder / "traces.bin").write_bytes(framed)
-    (folder / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    write_canary_set(folder, ((*record_turn(turn, wave=99), turn.human) for turn in CANARY))
 
 
 # -- the scenario ----------------------------------------------------------------------------
