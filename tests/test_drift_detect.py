@@ -163,3 +163,55 @@ def test_settings_out_of_range_are_refused() -> None:
         Detector(baseline=0)
     with pytest.raises(ValueError, match="tolerance"):
         Detector(tolerance=-0.1)
+
+
+# -- the update, against the method written plainly ------------------------------------------
+
+
+def _plain_log_e(outcomes: list[bool], p0: float, every: int) -> list[float]:
+    """log e after each outcome of a test against ``p0`` (direction down), every gambler
+    stepped and the sum taken at every outcome: the method as the module docstring states it.
+    """
+    ons = 2.0 / (2.0 - math.log(3.0))
+    gamblers: list[list[float]] = []  # [log share, log wealth, stake, curvature]
+    joined = 0
+    found = []
+    for i, outcome in enumerate(outcomes):
+        if i % every == 0:
+            joined += 1
+            gamblers.append([-math.log(joined * (joined + 1)), 0.0, 0.0, 1.0])
+            if len(gamblers) > 32:
+                gamblers.remove(min(gamblers, key=lambda g: g[1]))
+        gain = (p0 - outcome) / (1.0 - p0)
+        for g in gamblers:
+            if g[2] == 0.0 and gain <= 0.0:
+                g[3] += gain * gain
+                continue
+            factor = 1.0 + g[2] * gain
+            g[1] += math.log(factor)
+            z = gain / factor
+            g[3] += z * z
+            g[2] = min(0.5, max(0.0, g[2] + ons * z / g[3]))
+        gamblers = [g for g in gamblers if g[1] > -30.0]
+        logs = [g[0] + g[1] for g in gamblers]
+        top = max(logs, default=-math.inf)
+        found.append(top + math.log(sum(math.exp(v - top) for v in logs)) if logs else -math.inf)
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=400),
+    st.floats(min_value=0.05, max_value=0.95),
+    st.integers(min_value=1, max_value=50),
+)
+def test_update_gives_the_plain_methods_evidence(
+    outcomes: list[bool], p0: float, every: int
+) -> None:
+    # Steps that move no wealth keep the sum as it was instead of taking it again: the
+    # evidence must be the plain method's, bit for bit, until an alarm restarts the test.
+    detector = Detector(alpha=1e-300, fixed=p0, every=every)
+    expected = _plain_log_e(outcomes, p0, every)
+    for outcome, log_e in zip(outcomes, expected, strict=True):
+        assert detector.update(outcome) is None
+        assert detector.log_e_value == log_e

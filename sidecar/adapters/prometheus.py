@@ -667,13 +667,11 @@ class Metrics:
                 d.reason,
             )
         rubric = observation.rubric
-        # A verdict's streams are its agent version's; a canary case's, the criterion's own.
-        version = (observation.agent_version or "") if observation.labels is None else ""
-        for kind, name, _ in observation.results:
-            stream = monitor.streams.get(StreamKey(rubric, kind, name, observation.scope, version))
-            if stream is None:
-                continue
-            base = stream.key.base
+        # The streams the observation fed: a verdict's are its agent version's; a canary
+        # case's, the criterion's own.
+        for stream in monitor.fed:
+            base = stream.base
+            name = base.name
             children = self._drift_children.get(base)
             if children is None:
                 # Bounded as the monitor's streams are (max_streams).
@@ -686,7 +684,7 @@ class Metrics:
             agent, judge, causes, shown = children
             # One series per criterion: the strongest evidence, and the gravest cause
             # (judge before agent), over its agent versions' streams.
-            siblings = monitor.siblings(stream.key)
+            siblings = monitor.siblings_of(base)
             fed = [s.passes.e_value for s in siblings if s.passes.seen]
             agent.set(max(fed, default=stream.passes.e_value))
             if stream.canaries:

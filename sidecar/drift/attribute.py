@@ -170,6 +170,7 @@ class CriterionDrift:
     settings: DriftSettings = field(default_factory=DriftSettings)
     # Shared with the criterion's other agent versions (DriftMonitor); its own when None.
     watch: JudgeWatch | None = None
+    base: StreamKey = field(init=False)  # ``key.base``, made once
     passes: Detector = field(init=False)
     errors: Detector = field(init=False)
     last: Cause = "none"
@@ -181,6 +182,7 @@ class CriterionDrift:
     _tested_versions: set[tuple[str | None, str | None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        self.base = self.key.base
         s = self.settings
         self.passes = Detector(s.alpha, "down", s.baseline, s.every, s.tolerance)
         self.errors = Detector(s.alpha, "up", s.baseline, s.every, s.tolerance)
@@ -407,6 +409,10 @@ class DriftMonitor:
         # Per base key: its streams by agent version, the most recently fed last.
         self._versions: dict[StreamKey, dict[str, CriterionDrift]] = {}
         self._watches: dict[StreamKey, JudgeWatch] = {}
+        # The streams by their key's fields, so an observation's results find theirs
+        # without making a key; and those the latest observation fed, in its order.
+        self._by_fields: dict[tuple[str, Kind, str, str, str], CriterionDrift] = {}
+        self.fed: list[CriterionDrift] = []
 
     def _stream(self, key: StreamKey) -> CriterionDrift | None:
         found = self.streams.get(key)
@@ -428,22 +434,42 @@ class DriftMonitor:
             versions[key.agent_version] = found
         return found
 
+    def _stream_of(
+        self, rubric: str, kind: Kind, name: str, scope: str, version: str
+    ) -> CriterionDrift | None:
+        fields = (rubric, kind, name, scope, version)
+        found = self._by_fields.get(fields)
+        if found is None:
+            found = self._stream(StreamKey(*fields))
+            if found is not None:
+                self._by_fields[fields] = found
+        return found
+
     def siblings(self, key: StreamKey) -> list[CriterionDrift]:
         """The streams of ``key``'s check or criterion, one per agent version."""
-        return list(self._versions.get(key.base, {}).values())
+        return self.siblings_of(key.base)
+
+    def siblings_of(self, base: StreamKey) -> list[CriterionDrift]:
+        """The streams of the check or criterion whose base key is ``base``."""
+        return list(self._versions.get(base, {}).values())
 
     def _fed(self, stream: CriterionDrift) -> None:
-        versions = self._versions[stream.key.base]
-        versions[stream.key.agent_version] = versions.pop(stream.key.agent_version)
+        versions = self._versions[stream.base]
+        version = stream.key.agent_version
+        if next(reversed(versions)) != version:
+            versions[version] = versions.pop(version)
 
     def observe(self, o: Observation) -> list[Decision]:
         decided: list[Decision] = []
+        fed: list[CriterionDrift] = []
+        self.fed = fed
         # Canary cases feed the criterion's judge stream, whatever agent they came from.
         version = (o.agent_version or "") if o.labels is None else ""
         for kind, name, outcome in o.results:
-            stream = self._stream(StreamKey(o.rubric, kind, name, o.scope, version))
+            stream = self._stream_of(o.rubric, kind, name, o.scope, version)
             if stream is None:
                 continue
+            fed.append(stream)
             if o.labels is None:
                 self._fed(stream)
                 decided += stream.verdict(o.time, outcome, o.judge_version, o.rubric_hash)
@@ -453,7 +479,7 @@ class DriftMonitor:
                     alarms = len(stream.judge_alarms)
                     decided += stream.canary(o.time, outcome is not label)
                     if len(stream.judge_alarms) > alarms:
-                        for other in self.siblings(stream.key):
+                        for other in self.siblings_of(stream.base):
                             if other is not stream:
                                 decided += other.judge_alarmed()
         self.decisions += decided

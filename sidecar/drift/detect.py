@@ -123,18 +123,6 @@ class _Gambler:
     stake: float = 0.0
     curvature: float = 1.0
 
-    def bet(self, gain: float) -> None:
-        # ``gain`` >= -1: the wealth is multiplied by 1 + stake * gain (stake <= 1/2).
-        if self.stake == 0.0 and gain <= 0.0:
-            # Nothing staked, and the step would push the stake below 0: only the curvature moves.
-            self.curvature += gain * gain
-            return
-        factor = 1.0 + self.stake * gain
-        self.log_wealth += math.log(factor)
-        z = gain / factor
-        self.curvature += z * z
-        self.stake = min(MAX_STAKE, max(0.0, self.stake + _ONS * z / self.curvature))
-
 
 def _log_sum(values: list[float]) -> float:
     if not values:
@@ -237,7 +225,8 @@ class Detector:
             return None
         self._tested += 1
         self._tested_hits += x
-        if (self._tested - 1) % self.every == 0:
+        joined = (self._tested - 1) % self.every == 0
+        if joined:
             self._joined += 1
             k = self._joined
             self._gamblers.append(_Gambler(log_share=-math.log(k * (k + 1))))
@@ -245,10 +234,28 @@ class Detector:
                 self._gamblers.remove(min(self._gamblers, key=lambda g: g.log_wealth))
         # An outcome of 1 loses the stake (gain -1); an outcome of 0 wins p0 / (1 - p0) times it.
         gain = (self._p0 - x) / self._scale
+        moved = joined
+        square = gain * gain
+        log = math.log
         for gambler in self._gamblers:
-            gambler.bet(gain)
-        self._gamblers = [g for g in self._gamblers if g.log_wealth > _LOG_FLOOR]
-        self._log_e = _log_sum([g.log_share + g.log_wealth for g in self._gamblers])
+            # The wealth is multiplied by 1 + stake * gain (gain >= -1, stake <= 1/2).
+            stake = gambler.stake
+            if stake == 0.0 and gain <= 0.0:
+                # Nothing staked, and the step would push the stake below 0: only the
+                # curvature moves, the wealth stays.
+                gambler.curvature += square
+                continue
+            factor = 1.0 + stake * gain
+            gambler.log_wealth += log(factor)
+            z = gain / factor
+            curvature = gambler.curvature = gambler.curvature + z * z
+            gambler.stake = min(MAX_STAKE, max(0.0, stake + _ONS * z / curvature))
+            moved = True
+        if moved:
+            # Unmoved wealths leave the floor and the sum as they were (a stable stream's
+            # usual step: its stakes sit at 0 while outcomes come out at the reference).
+            self._gamblers = [g for g in self._gamblers if g.log_wealth > _LOG_FLOOR]
+            self._log_e = _log_sum([g.log_share + g.log_wealth for g in self._gamblers])
         if self._log_e < math.log(self.threshold):
             return None
         alarm = self._alarm()
