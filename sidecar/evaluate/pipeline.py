@@ -189,7 +189,7 @@ def plan(
                 cases.append(faulted_case(rubric, base, broken))
                 continue
             transcript = mark_untrusted(base, rubric.untrusted_tools)
-            fragment = transcript.llm_only and rubric_plan.expects_agent_run
+            fragment = is_fragment(rubric, transcript)
             if fragment:
                 transcript = as_fragment(transcript)
             stage = "checks"

@@ -2,8 +2,7 @@
 
 ``compile_plan(rubrics)`` is done once per rubric set (the service's, a
 replay's) and remembered: for each trace-scope rubric the checks with their
-evaluation resolved, whether it expects an agent run, its untrusted tools, and
-the parts of the transcript its checks read (``CheckType.reads``,
+evaluation resolved, and the parts of the transcript its checks read (``CheckType.reads``,
 :class:`~sidecar.evaluate.checks.base.Part`); for the set, the union.
 
 A plan's check is concluded by ``run_finding``, as ``run_checks`` concludes
@@ -40,7 +39,6 @@ __all__ = [
     "compile_plan",
     "compile_rubric",
     "only_parts",
-    "reads_of",
 ]
 
 # The fields of a transcript each part is; every check also reads ``truncated``.
@@ -97,7 +95,6 @@ class RubricPlan:
     rubric: Rubric
     checks: tuple[CompiledCheck, ...]
     reads: frozenset[Part]
-    expects_agent_run: bool
 
     def run_checks(
         self, transcript: Transcript, *, fragment: str | None = None
@@ -119,17 +116,7 @@ def compile_rubric(rubric: Rubric) -> RubricPlan:
     for spec in rubric.checks:
         check_type = check_type_of(spec)
         checks.append(CompiledCheck(spec, check_type.evaluate, check_type.reads))
-    return RubricPlan(
-        rubric,
-        tuple(checks),
-        frozenset().union(*(c.reads for c in checks)),
-        rubric.expects_agent_run,
-    )
-
-
-def reads_of(rubrics: Sequence[Rubric]) -> frozenset[Part]:
-    """The parts of the transcript the checks of ``rubrics`` read."""
-    return frozenset().union(*(check_type_of(s).reads for r in rubrics for s in r.checks))
+    return RubricPlan(rubric, tuple(checks), frozenset().union(*(c.reads for c in checks)))
 
 
 # Plans by the identity of the rubric set's members; the rubrics are held by the entry,
