@@ -26,7 +26,7 @@ from tests.gemini_server import (
     openai_json,
     status,
 )
-from tests.integration.scenario import REFUND_JUDGE_CRITERIA
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA, refund_criteria
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG = "999.95"
@@ -80,14 +80,7 @@ def judging(*, drifted: bool = False, down: frozenset[str] = frozenset()) -> Cal
         if any(f"order {o}." in response for o in down):
             return status(500, "scripted outage")
         wrong = WRONG in response and not drifted
-        criteria = [
-            {
-                "criterion": "correct_amount",
-                "evidence": f"${WRONG}" if wrong else "NONE",
-                "verdict": "FAIL" if wrong else "PASS",
-            },
-            {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-        ]
+        criteria = refund_criteria(wrong, evidence=f"${WRONG}")
         version = "m-002" if drifted else "m-001"
         if gemini:
             return gemini_json({"criteria": criteria}, model_version=version)

@@ -78,21 +78,21 @@ judge:
 )
 
 
+def refund_criteria(fail: bool, evidence: str = "$999.95") -> list[dict[str, str]]:
+    """A judge's criteria for REFUND_JUDGE_CRITERIA: correct_amount fails or passes, polite passes."""
+    return [
+        {
+            "criterion": "correct_amount",
+            "evidence": evidence if fail else "NONE",
+            "verdict": "FAIL" if fail else "PASS",
+        },
+        {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
+    ]
+
+
 def answer_like_a_judge(path: str, body: Any) -> Reply:
     """PASS everything, except an amount the tools never returned (the 999.95 cases)."""
-    wrong = "999.95" in judged_response(body)
-    return gemini_json(
-        {
-            "criteria": [
-                {
-                    "criterion": "correct_amount",
-                    "evidence": "$999.95" if wrong else "NONE",
-                    "verdict": "FAIL" if wrong else "PASS",
-                },
-                {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-            ]
-        }
-    )
+    return gemini_json({"criteria": refund_criteria("999.95" in judged_response(body))})
 
 
 def write_rubrics(directory: Path) -> Path:

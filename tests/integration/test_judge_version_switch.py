@@ -35,7 +35,7 @@ from tests.integration.harness import (
     wait_for,
     write_canary_set,
 )
-from tests.integration.scenario import REFUND_JUDGE_CRITERIA
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA, refund_criteria
 
 pytestmark = [pytest.mark.kafka]
 
@@ -74,14 +74,7 @@ class Judge:
 
     def __call__(self, path: str, body: Any) -> Reply:
         fail = self.strict or WRONG in judged_response(body)
-        criteria = [
-            {
-                "criterion": "correct_amount",
-                "evidence": "refunded" if fail else "NONE",
-                "verdict": "FAIL" if fail else "PASS",
-            },
-            {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-        ]
+        criteria = refund_criteria(fail, evidence="refunded")
         version = self.b_version if self.strict else "judge-a-001"
         return gemini_json({"criteria": criteria}, model_version=version)
 

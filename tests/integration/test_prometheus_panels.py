@@ -42,7 +42,7 @@ from tests.integration.harness import (
     write_canary_set,
 )
 from tests.integration.prometheus import PrometheusProcess, fast_rules
-from tests.integration.scenario import REFUND_JUDGE_CRITERIA
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA, refund_criteria
 
 pytestmark = [pytest.mark.kafka]
 
@@ -106,14 +106,7 @@ LEAVES_OUT = "Cheerio"  # the judge forgets correct_amount: ERROR (missing)
 def answer_like_a_judge(path: str, body: Any) -> Reply:
     response = judged_response(body)
     wrong = WRONG_AMOUNT in response
-    criteria = [
-        {
-            "criterion": "correct_amount",
-            "evidence": f"${WRONG_AMOUNT}" if wrong else "NONE",
-            "verdict": "FAIL" if wrong else "PASS",
-        },
-        {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-    ]
+    criteria = refund_criteria(wrong, evidence=f"${WRONG_AMOUNT}")
     if LEAVES_OUT in response:
         criteria = criteria[1:]
     return gemini_json({"criteria": criteria})

@@ -26,7 +26,7 @@ from tests.integration.harness import (
     verdicts_from,
     wait_for,
 )
-from tests.integration.scenario import REFUND_JUDGE_CRITERIA
+from tests.integration.scenario import REFUND_JUDGE_CRITERIA, refund_criteria
 
 pytestmark = [pytest.mark.kafka]
 
@@ -48,14 +48,7 @@ N = 40
 def two_judges(path: str, body: Any) -> Reply:
     shadow = requested_model(path) == SHADOW
     fail = shadow or WRONG in judged_response(body)
-    criteria = [
-        {
-            "criterion": "correct_amount",
-            "evidence": "refunded" if fail else "NONE",
-            "verdict": "FAIL" if fail else "PASS",
-        },
-        {"criterion": "polite", "evidence": "NONE", "verdict": "PASS"},
-    ]
+    criteria = refund_criteria(fail, evidence="refunded")
     return gemini_json({"criteria": criteria}, model_version="shadow-1" if shadow else "primary-1")
 
 
