@@ -12,7 +12,9 @@ trace still open. Per trace is (RSS after - RSS before feeding) / N.
   lists kept: the decoded representation;
 - ``buffer``: the service's trace buffer (``TraceBuffer`` over an
   ``Assembler`` with ``max_open_traces`` = N and a decision wait that does
-  not pass), fed ``Record`` objects as the Kafka source gives them.
+  not pass), fed ``Record`` objects as the Kafka source gives them;
+- ``buffer-json``: the same buffer fed the same traces as OTLP/JSON records
+  (the Collector's ``otlp_json`` encoding), which it holds packed.
 
 Runs are repeated (``--repeats``, each in its own process); medians are
 printed, with the buffer's ratio to the raw bytes.
@@ -35,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-VARIANTS = ("raw", "decoded", "buffer")
+VARIANTS = ("raw", "decoded", "buffer", "buffer-json")
 TEMPLATES = 200
 
 
@@ -46,20 +48,32 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def templates() -> list[tuple[bytes, bytes]]:
+def templates(as_json: bool) -> list[tuple[bytes, bytes]]:
     """(record, its trace id) of six-span traces, each trace id replaced per generated trace."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from sidecar.ingest.otlpjson import request_to_json_line
     from tests.agents.genai_spans import make_cases
     from tests.agents.otlp import encode_request
 
     cases = [c for c in make_cases(TEMPLATES * 2, seed=7) if len(c.spans) == 6][:TEMPLATES]
-    return [(encode_request(c.spans), bytes.fromhex(c.trace_id)) for c in cases]
+    shapes = [(encode_request(c.spans), bytes.fromhex(c.trace_id)) for c in cases]
+    if not as_json:
+        return shapes
+    return [
+        (request_to_json_line(ExportTraceServiceRequest.FromString(r)).encode(), t.hex().encode())
+        for r, t in shapes
+    ]
 
 
-def records(n: int, shapes: list[tuple[bytes, bytes]]) -> Iterator[bytes]:
+def records(n: int, shapes: list[tuple[bytes, bytes]], as_json: bool) -> Iterator[bytes]:
     """``n`` records, each a fresh bytes object with its own trace id."""
     for index in range(n):
         record, trace_id = shapes[index % len(shapes)]
-        new_id = (index + 1).to_bytes(8, "big") + trace_id[8:]
+        prefix = (index + 1).to_bytes(8, "big")
+        new_id = prefix.hex().encode() + trace_id[16:] if as_json else prefix + trace_id[8:]
         yield record.replace(trace_id, new_id)
 
 
@@ -71,14 +85,15 @@ def measure(variant: str, n: int) -> dict[str, float]:
     from sidecar.ingest.handover import Handover
     from sidecar.ports import Record
 
-    shapes = templates()
+    as_json = variant == "buffer-json"
+    shapes = templates(as_json)
     kept: list[object] = []
     buffer = TraceBuffer(
         Assembler(decision_wait=1e9, max_trace_age=1e9, max_open_traces=n),
         Handover(keep_s=60.0),
         spans_topic="spans",
         logs_topic=None,
-        encoding="otlp_proto",
+        encoding="otlp_json" if as_json else "otlp_proto",
         decoder=decode,
         log_decoder=decode_logs,
         clock=lambda: 0.0,
@@ -87,7 +102,7 @@ def measure(variant: str, n: int) -> dict[str, float]:
     before = rss_mb()
     payload = 0
     loop = asyncio.new_event_loop()
-    for offset, record in enumerate(records(n, shapes)):
+    for offset, record in enumerate(records(n, shapes, as_json)):
         payload += len(record)
         if variant == "raw":
             kept.append(record)
@@ -101,7 +116,7 @@ def measure(variant: str, n: int) -> dict[str, float]:
     loop.close()
     gc.collect()
     after = rss_mb()
-    if variant == "buffer":
+    if variant.startswith("buffer"):
         assert buffer.assembler.open_traces == n, buffer.assembler.open_traces
     return {"rss_mb": after, "delta_mb": after - before, "payload_mb": payload / 2**20}
 
@@ -136,14 +151,14 @@ def main() -> None:
     n = args.traces
     medians: dict[str, tuple[float, float]] = {}
     payload = runs[variants[0]][0]["payload_mb"]
-    print(f"traces {n} (six spans each), protobuf {payload:.1f} MB, repeats {args.repeats}")
+    print(f"traces {n} (six spans each), records {payload:.1f} MB, repeats {args.repeats}")
     for variant in variants:
         total = statistics.median(r["rss_mb"] for r in runs[variant])
         delta = statistics.median(r["delta_mb"] for r in runs[variant])
         spread = max(r["rss_mb"] for r in runs[variant]) - min(r["rss_mb"] for r in runs[variant])
         medians[variant] = (total, delta)
         print(
-            f"{variant:8s}: RSS median {total:7.1f} MB (spread {spread:.1f}), "
+            f"{variant:11s}: RSS median {total:7.1f} MB (spread {spread:.1f}), "
             f"{delta * 1024 / n:6.2f} KB per trace"
         )
     line = " ".join(

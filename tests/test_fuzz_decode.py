@@ -4,19 +4,23 @@ Contract for any payload, protobuf or OTLP/JSON: a list of spans or a
 :class:`DecodeError` with a reason from the closed set; never another
 exception, within the per-example deadline. Every returned span has hex ids,
 timestamps within uint64, and attribute values nested no deeper than the
-bound (deeper ones are missing and counted in ``Span.unreadable``).
+bound (deeper ones are missing and counted in ``Span.unreadable``). What
+the trace buffer holds of a record (``scan_record``: protobuf bytes, or the
+decoded spans packed) is refused with the same reason, or gives back the
+same spans.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sidecar.bounds import MAX_NESTING, UINT64_MAX, value_depth
 from sidecar.errors import DecodeError
-from sidecar.ingest.decode import decode
+from sidecar.ingest.decode import decode, decode_held, scan_record
 from sidecar.model import Span
 from tests.fuzz_shapes import otlp_json_records, proto_record
 from tests.fuzz_strategies import (
@@ -38,6 +42,13 @@ def check_contract(payload: bytes, encoding: Any = "auto") -> list[Span]:
         reason = None
         assert spans
     assert reason is None or reason in REASONS, reason
+    if reason is not None:
+        with pytest.raises(DecodeError) as refused:
+            scan_record(payload, encoding)
+        assert refused.value.reason == reason
+    else:
+        # By repr: a NaN value comes back as NaN, which never equals another NaN.
+        assert repr(decode_held(scan_record(payload, encoding).held())) == repr(spans)
     for span in spans:
         assert len(span.trace_id) == 32
         assert int(span.trace_id, 16)

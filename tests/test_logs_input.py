@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -257,6 +258,40 @@ def test_logs_count_towards_the_record_bound_and_revoke_drops_by_either_topic() 
     assert (trace.reason, trace.truncated) == (DecideReason.SPAN_LIMIT, True)
     assembler.add_logs([_log(trace_id="ee" * 16)], 0.0, RecordRef(1, 9))
     assert assembler.drop_partitions({1}) == ["ee" * 16]
+
+
+def _content_log(n: int) -> LogRecord:
+    return LogRecord(
+        trace_id=TRACE_ID,
+        span_id=CHAT1,
+        event_name="gen_ai.choice",
+        time_unix_nano=n,
+        attributes={"gen_ai.system": "openai", "n": n, "x": 1.5, "flag": True},
+        body={"message": {"role": "assistant", "content": f"answer {n} " * 50}, "list": [1, None]},
+        resource={"service.name": "refund-agent"},
+        scope_name="scope",
+        unreadable=n % 2,
+    )
+
+
+def test_logs_are_held_packed_and_come_back_equal_in_order() -> None:
+    def held_by(assembler: Assembler, feed: Any) -> int:
+        assembler.add([span("invoke_agent a", span_id=ROOT)], 0.0)
+        tracemalloc.start()
+        for start in range(0, 40, 8):
+            feed([_content_log(n) for n in range(start, start + 8)], 1.0, RecordRef(0, start))
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return held
+
+    packed = Assembler(decision_wait=5.0)
+    decoded: list[LogRecord] = []
+    assert held_by(packed, packed.add_logs) < 0.7 * held_by(
+        Assembler(), lambda logs, *_: decoded.extend(logs)
+    )
+    (trace,) = packed.due(10.0)
+    assert trace.logs == tuple(_content_log(n) for n in range(40))
+    assert packed.stats.logs == 40
 
 
 # --- the transcript -------------------------------------------------------------------------

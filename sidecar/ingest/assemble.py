@@ -42,11 +42,19 @@ monotonic); the assembler never reads a clock.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sidecar.evaluate.conventions import ROOT_SPANS, RootSpans
-from sidecar.ingest.decode import Encoding, ScannedSpans, decode, decode_proto, scan_proto
+from sidecar.ingest.decode import (
+    DecodedRecord,
+    Encoding,
+    Held,
+    ScannedSpans,
+    decode_held,
+    scan_record,
+)
+from sidecar.ingest.packed import PackedLogs
 from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
 
 
@@ -67,10 +75,10 @@ class AssemblerStats:
     open: int = 0
 
 
-# What an open trace holds of its spans, in arrival order: decoded spans, or an
-# OTLP protobuf request (the record as read, or the part of it for this trace) that
-# is decoded when the trace is decided.
-_Part = Span | bytes
+# What an open trace holds of its spans, in arrival order: decoded spans, or a
+# record (as read, or the part of it for this trace) held undecoded: protobuf bytes,
+# or spans decoded on arrival and packed (OTLP/JSON); decoded when the trace is decided.
+_Part = Span | Held
 _NO_LOGS: tuple[LogRecord, ...] = ()
 
 
@@ -87,7 +95,9 @@ class _Open:
     spans: int = 0
     duplicates: bool = False
     first_offsets: dict[int, int] = field(default_factory=dict)
-    logs: list[LogRecord] | tuple[LogRecord, ...] = _NO_LOGS
+    # Log records as decoded, or packed (a call's records for this trace).
+    logs: list[LogRecord | PackedLogs] | tuple[LogRecord, ...] = _NO_LOGS
+    log_count: int = 0
     first_log_offsets: dict[int, int] | None = None
     # has_root's answer until the next span arrives (due() asks on every round).
     rooted: bool | None = None
@@ -102,10 +112,10 @@ class _Open:
             return self.decoded
         spans: list[Span] = []
         for part in self.parts:
-            if isinstance(part, bytes):
-                spans.extend(decode_proto(part))
-            else:
+            if isinstance(part, Span):
                 spans.append(part)
+            else:
+                spans.extend(decode_held(part))
         return spans
 
     def has_root(self, root_spans: RootSpans) -> bool:
@@ -134,17 +144,25 @@ class _Open:
             truncated=truncated,
             has_root=has_root,
             first_offsets=dict(self.first_offsets),
-            logs=tuple(self.logs),
+            logs=tuple(_unpacked(self.logs)),
             first_log_offsets=dict(self.first_log_offsets or {}),
         )
 
     @property
     def records(self) -> int:
-        return self.spans + len(self.logs)
+        return self.spans + self.log_count
 
     def changed(self) -> None:
         self.rooted = None
         self.decoded = None
+
+
+def _unpacked(logs: Iterable[LogRecord | PackedLogs]) -> Iterator[LogRecord]:
+    for item in logs:
+        if isinstance(item, PackedLogs):
+            yield from item.logs()
+        else:
+            yield item
 
 
 def _id_key(span_id: str | None) -> bytes | str | None:
@@ -198,7 +216,7 @@ class Assembler:
         self._quiet: OrderedDict[str, None] = OrderedDict()
         self._decided: OrderedDict[str, None] = OrderedDict()
         # The record add_record is reading, and its spans not yet in their traces' parts.
-        self._scanned: ScannedSpans | None = None
+        self._scanned: ScannedSpans | DecodedRecord | None = None
         self._pending: dict[str, list[int]] = {}
 
     @property
@@ -226,15 +244,15 @@ class Assembler:
     ) -> list[Trace]:
         """Buffer the spans of one record as :func:`~sidecar.ingest.decode.decode` reads it.
 
-        A protobuf record is kept as read (or, when it holds spans of other
-        traces or copies already seen, the part of it for each trace) and
-        decoded when its trace is decided: an open trace costs about its
-        bytes. Raises DecodeError as ``decode`` does. Returns traces decided
-        early because a bound was hit.
+        A record is kept as read (or, when it holds spans of other traces or
+        copies already seen, the part of it for each trace) and decoded when
+        its trace is decided: protobuf as its bytes; a record that must be
+        decoded to be read (OTLP/JSON, protobuf read leniently) as its spans
+        packed (:class:`~sidecar.ingest.packed.PackedSpans`). An open trace
+        costs about its protobuf bytes. Raises DecodeError as ``decode``
+        does. Returns traces decided early because a bound was hit.
         """
-        scanned = scan_proto(payload, encoding)
-        if scanned is None:
-            return self.add(decode(payload, encoding), now, ref)
+        scanned = scan_record(payload, encoding)
         early: list[Trace] = []
         self._scanned = scanned
         self._pending = {}
@@ -267,10 +285,13 @@ class Assembler:
             return
         scanned = self._scanned
         entry = self._open[trace_id]
-        if len(indices) == len(scanned.spans):
-            entry.parts.append(scanned.payload)  # the whole record is this trace's
-        else:
-            entry.parts.append(scanned.subset(indices))
+        try:
+            if len(indices) == len(scanned.spans):
+                entry.parts.append(scanned.held())  # the whole record is this trace's
+            else:
+                entry.parts.append(scanned.subset(indices))
+        except ValueError:  # a value packing cannot write (no decoder makes one): kept decoded
+            entry.parts.extend(scanned.span(index) for index in indices)
 
     def _keep(self, entry: _Open, key: bytes | str, parent: bytes | str | None, span: Span) -> bool:
         """Whether ``span`` is new to ``entry`` (then held): a redelivery is not (counted)."""
@@ -306,9 +327,13 @@ class Assembler:
     ) -> list[Trace]:
         """Buffer log records with their traces (``ref`` is on the logs topic).
 
-        Returns traces decided early because a bound was hit.
+        The records of one call are held packed per trace
+        (:class:`~sidecar.ingest.packed.PackedLogs`) once the call has read
+        them all. Returns traces decided early because a bound was hit.
         """
         early: list[Trace] = []
+        # Open traces given records in this call, with where their new records start.
+        fed: dict[str, tuple[_Open, int]] = {}
         for log in logs:
             self.stats.logs += 1
             trace_id = log.trace_id
@@ -321,13 +346,24 @@ class Assembler:
             entry = self._entry(trace_id, now, early)
             if not isinstance(entry.logs, list):
                 entry.logs = []
+            if trace_id not in fed or fed[trace_id][0] is not entry:
+                fed[trace_id] = (entry, len(entry.logs))
             entry.logs.append(log)
+            entry.log_count += 1
             self._touch(entry, now)
             if ref is not None:
                 if entry.first_log_offsets is None:
                     entry.first_log_offsets = {}
                 _lower(entry.first_log_offsets, ref)
             self._check_limit(entry, early)
+        for trace_id, (entry, start) in fed.items():
+            if self._open.get(trace_id) is entry and isinstance(entry.logs, list):
+                new = entry.logs[start:]
+                try:
+                    packed = PackedLogs.of(new)  # type: ignore[arg-type]  # all LogRecords
+                except ValueError:  # a value packing cannot write (no decoder makes one)
+                    continue
+                entry.logs[start:] = [packed]
         return early
 
     def _entry(self, trace_id: str, now: float, early: list[Trace]) -> _Open:

@@ -37,6 +37,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from sidecar.bounds import INT64_MAX, INT64_MIN, MAX_INT_DIGITS, MAX_NESTING, UINT64_MAX
 from sidecar.errors import DecodeError
 from sidecar.ingest.lenient import parse_lenient
+from sidecar.ingest.packed import PackedSpans
 from sidecar.model import AttrValue, Span, SpanKind, StatusCode, new_span, new_span_event
 from sidecar.text import may_hold_surrogates, repair
 
@@ -171,6 +172,59 @@ class ScannedSpans:
     def span(self, index: int) -> Span:
         """The span at ``index``, decoded."""
         return decode_proto(self.subset([index]))[0]
+
+    def held(self) -> bytes:
+        return self.payload
+
+
+@dataclass(slots=True)
+class DecodedRecord:
+    """A record the trace buffer had to decode on arrival (OTLP/JSON, protobuf read leniently).
+
+    ``spans`` as in :class:`ScannedSpans`; what is held of them is packed
+    (:class:`~sidecar.ingest.packed.PackedSpans`).
+    """
+
+    decoded: list[Span]
+    spans: list[tuple[str, bytes, bytes | None]]
+
+    def held(self) -> PackedSpans:
+        return PackedSpans.of(self.decoded)
+
+    def subset(self, indices: Sequence[int]) -> PackedSpans:
+        decoded = self.decoded
+        return PackedSpans.of([decoded[index] for index in indices])
+
+    def span(self, index: int) -> Span:
+        return self.decoded[index]
+
+
+# What the trace buffer holds of a record's spans until they are decided.
+Held = bytes | PackedSpans
+
+
+def decode_held(part: Held) -> list[Span]:
+    """The spans of a held part, equal to what :func:`decode` gave when it was read."""
+    return part.spans() if isinstance(part, PackedSpans) else decode_proto(part)
+
+
+def scan_record(payload: bytes, encoding: Encoding = "auto") -> ScannedSpans | DecodedRecord:
+    """A record read as far as the trace buffer needs it (raising :func:`decode`'s DecodeError).
+
+    Protobuf the strict parser reads is scanned (:func:`scan_proto`) and held
+    as its bytes; anything else is decoded now, to be held packed.
+    """
+    scanned = scan_proto(payload, encoding)
+    if scanned is not None:
+        return scanned
+    decoded = decode(payload, encoding)
+    # The decoders give ids as lowercase hex; the buffer keys them by their bytes.
+    ids = [
+        (s.trace_id, bytes.fromhex(s.span_id), None if p is None else bytes.fromhex(p))
+        for s in decoded
+        for p in (s.parent_span_id,)
+    ]
+    return DecodedRecord(decoded, ids)
 
 
 def scan_proto(payload: bytes, encoding: Encoding = "auto") -> ScannedSpans | None:
@@ -579,6 +633,8 @@ def _json_attributes(items: object, cut: _Cut) -> dict[str, AttrValue]:
         key = kv["key"]
         if not isinstance(key, str):
             raise TypeError(f"attribute key is a {type(key).__name__}")
+        if type(key) is str:  # one string per key, as the protobuf reader has it
+            key = intern(key)
         try:
             attributes[key] = _json_value(kv.get("value"), 0)
         except _TooDeep:
