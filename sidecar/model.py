@@ -244,13 +244,33 @@ class Capture:
         state: Captured = getattr(self, content.value)
         return state
 
+    def _states(self) -> tuple[Captured, ...]:
+        # In the order of ContentField (checked by tests/test_capture.py).
+        return (
+            self.input,
+            self.answer,
+            self.tool_calls,
+            self.tool_call_arguments,
+            self.tool_call_results,
+        )
+
     @property
     def missing(self) -> tuple[ContentField, ...]:
-        return tuple(f for f in _CONTENT_FIELDS if self.state(f) is Captured.NOT_CAPTURED)
+        states = self._states()
+        if Captured.NOT_CAPTURED not in states:  # every trace asks; most captured all
+            return ()
+        return tuple(
+            f for f, s in zip(_CONTENT_FIELDS, states, strict=True) if s is Captured.NOT_CAPTURED
+        )
 
     @property
     def unreadable_fields(self) -> tuple[ContentField, ...]:
-        return tuple(f for f in _CONTENT_FIELDS if self.state(f) is Captured.UNREADABLE)
+        states = self._states()
+        if Captured.UNREADABLE not in states:
+            return ()
+        return tuple(
+            f for f, s in zip(_CONTENT_FIELDS, states, strict=True) if s is Captured.UNREADABLE
+        )
 
     def reason(self, *fields: ContentField) -> str:
         """``tool call results not captured; set ...``: the ERROR detail for ``fields``.

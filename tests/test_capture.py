@@ -457,3 +457,15 @@ async def test_a_fragment_is_not_judged() -> None:
     assert judge.calls == 0
     assert verdict.judge_error == "incomplete"
     assert all("invoke_agent" in (c.evidence or "") for c in verdict.criteria)
+
+
+@pytest.mark.parametrize("field", list(ContentField), ids=lambda f: f.value)
+@pytest.mark.parametrize("state", [Captured.NOT_CAPTURED, Captured.UNREADABLE], ids=str)
+def test_missing_and_unreadable_name_exactly_the_field_in_that_state(
+    field: ContentField, state: Captured
+) -> None:
+    capture = Capture(**{field.value: state})
+    assert capture.state(field) is state
+    found = capture.missing if state is Captured.NOT_CAPTURED else capture.unreadable_fields
+    other = capture.unreadable_fields if state is Captured.NOT_CAPTURED else capture.missing
+    assert (found, other) == ((field,), ())

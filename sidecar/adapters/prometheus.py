@@ -39,6 +39,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -144,6 +145,10 @@ JUDGE_DURATION_BUCKETS = (
 VERDICT_LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
+# A labelled family whose children the per-verdict paths keep (Metrics.child).
+_Family = TypeVar("_Family", Counter, Gauge, Histogram)
+
+
 class Metrics:
     """The metric families, bound to one registry (a fresh one per test).
 
@@ -167,7 +172,7 @@ class Metrics:
         self._model_versions: set[str] = {NO_MODEL_VERSION}
         # Labelled children of the per-verdict counters, by family and label values
         # (``labels()`` per verdict, check and criterion showed in profiles).
-        self._children: dict[tuple[int, tuple[str, ...]], Counter] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
 
         # Outcomes
@@ -540,9 +545,8 @@ class Metrics:
                     if case.injection_suspected:
                         self.injection_suspected.labels(rubric=case.rubric).inc()
             case TraceDecided():
-                self.trace_decisions.labels(decision=Decision(event.decision).value).inc(
-                    event.count
-                )
+                decision = Decision(event.decision).value
+                self.child(self.trace_decisions, decision).inc(event.count)
             case SelfPreference():
                 self.self_preference.labels(
                     rubric=event.rubric, judge_model=event.judge_model
@@ -726,14 +730,14 @@ class Metrics:
                     row.threshold
                 )
 
-    def child(self, family: Counter, *values: str) -> Counter:
-        """``family.labels(*values)``, remembered: these counters are never removed.
+    def child(self, family: _Family, *values: str) -> _Family:
+        """``family.labels(*values)``, remembered: these children are never removed.
 
         The memory is bounded: past 10,000 children it starts again (a miss
         only costs a ``labels()`` call).
         """
         key = (id(family), values)
-        found = self._children.get(key)
+        found: _Family | None = self._children.get(key)
         if found is None:
             if len(self._children) >= 10_000:
                 self._children.clear()
@@ -896,7 +900,7 @@ def record_latency(metrics: Metrics, verdict: Verdict, exemplar: dict[str, str])
     if verdict.scope != "trace" or verdict.trace_end is None or verdict.decided_at is None:
         return
     seconds = max(0.0, (verdict.decided_at - verdict.trace_end) / 1e9)
-    metrics.verdict_latency.labels(rubric=verdict.rubric_id).observe(seconds, exemplar=exemplar)
+    metrics.child(metrics.verdict_latency, verdict.rubric_id).observe(seconds, exemplar=exemplar)
     if metrics.exemplar_memory is not None:
         labels = {"rubric": verdict.rubric_id, "le": bucket_bound(seconds, VERDICT_LATENCY_BUCKETS)}
         metrics.exemplar_memory.remember(
@@ -905,7 +909,7 @@ def record_latency(metrics: Metrics, verdict: Verdict, exemplar: dict[str, str])
 
 
 def record_sampling(metrics: Metrics, rubric: str, decision: str, reason: str) -> None:
-    metrics.sampling_decisions.labels(rubric=rubric, decision=decision, reason=reason).inc()
+    metrics.child(metrics.sampling_decisions, rubric, decision, reason).inc()
 
 
 def record_rubrics(metrics: Metrics, rubrics: Iterable[Rubric]) -> None:

@@ -247,10 +247,12 @@ class CaptureWarnings:
 
     def note(self, transcript: Transcript) -> list[ContentField]:
         """Warn about the fields of ``transcript`` not yet warned about for its agent."""
-        # Cut: the key is kept (up to ``limit`` of them) and shown in the warning.
-        agent = clipped(transcript.agent_name or "unknown")
         capture = transcript.capture
         fields = (*capture.missing, *capture.unreadable_fields)
+        if not fields:
+            return []
+        # Cut: the key is kept (up to ``limit`` of them) and shown in the warning.
+        agent = clipped(transcript.agent_name or "unknown")
         new = [f for f in fields if (agent, f) not in self._warned]
         new = new[: max(0, self.limit - len(self._warned))]
         for content in new:

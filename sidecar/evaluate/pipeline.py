@@ -227,6 +227,8 @@ def as_fragment(transcript: Transcript) -> Transcript:
 
 def case_flags(transcript: Transcript, cases: Sequence[Case]) -> tuple[Flag, ...]:
     """The flags of a trace: its transcript's, and ``incomplete`` when a case found it a fragment."""
+    if not transcript.flags and not any(c.transcript.flags for c in cases):
+        return ()  # most traces: nothing to merge
     raised = set(transcript.flags).union(*(c.transcript.flags for c in cases))
     return tuple(f for f in Flag if f in raised)
 

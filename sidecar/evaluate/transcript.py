@@ -370,6 +370,10 @@ def _flags(
     unreadable: int,
     repaired: bool = False,
 ) -> tuple[Flag, ...]:
+    if not (
+        incomplete or trace.partial or duplicates or impossible_timing or unreadable or repaired
+    ):
+        return ()  # most traces
     raised = {
         Flag.INCOMPLETE: incomplete,
         Flag.PARTIAL: trace.partial,

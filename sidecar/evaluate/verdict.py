@@ -56,6 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar import __version__
+from sidecar.fastrecord import record_builder
 from sidecar.model import (
     CaseOutcome,
     CheckResult,
@@ -147,6 +148,10 @@ class Verdict:
     judge_calls: tuple[JudgeCallRecord, ...] = ()
 
 
+# One per case (sidecar.fastrecord).
+_new_verdict = record_builder(Verdict, defaults=True, keyword_only_after=0)
+
+
 def decided_after(verdict: Verdict, wait_s: float) -> Verdict:
     """``verdict`` decided ``wait_s`` after its trace ended (replay, backfill); unset without an end."""
     end = verdict.trace_end
@@ -173,7 +178,7 @@ def make_verdict(
     judge_model_version: str | None = None,
     judge_calls: tuple[JudgeCallRecord, ...] = (),
 ) -> Verdict:
-    return Verdict(
+    return _new_verdict(
         id=idempotency_key(transcript.trace_id, rubric_id, rubric_version, judge_model),
         trace_id=transcript.trace_id,
         root_span_id=transcript.root_span_id,
