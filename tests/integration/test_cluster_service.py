@@ -167,8 +167,10 @@ async def test_a_refused_read_is_named_in_readyz_and_recovers_when_granted(
         assert set(trace_ids(found)) == {trace_id(n) for n in range(1, 51)}
 
         await revoke("sidecar", "READ", "TOPIC", spans)
-        await produce(spans, records(range(51, 101)))
+        # A fetch the broker authorised before the revoke may still wait for data (long
+        # poll): produce only once the sidecar has been refused, so what follows must wait.
         await wait_for(lambda: sidecar.http("/readyz")[0] == 503, within=60)
+        await produce(spans, records(range(51, 101)))
         status, body = sidecar.http("/readyz")
         assert status == 503
         user = cluster().info["users"]["sidecar"]["username"]
