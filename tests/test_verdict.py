@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from sidecar import __version__
-from sidecar.evaluate.verdict import case_outcome, decided_after, idempotency_key, make_verdict
+from sidecar.evaluate.verdict import (
+    case_outcome,
+    decided,
+    decided_after,
+    idempotency_key,
+    make_verdict,
+)
 from sidecar.model import CaseOutcome, CheckResult, CriterionResult, Outcome
 from sidecar.wire.verdicts import verdict_json
 from tests.builders import transcript
@@ -135,6 +141,23 @@ def test_make_verdict_fills_provenance_and_outcome() -> None:
     )
     assert v.outcome is BAD
     assert v.sidecar_version == __version__
+
+
+@pytest.mark.parametrize(
+    "at", [None, 0, 1_796_628_627_652_000_000], ids=["unset", "zero", "a-time"]
+)
+def test_decided_is_replace_with_the_decision_time(at: int | None) -> None:
+    v = dataclasses.replace(verdict(), review=True, flags=("partial",), trace_end=5)
+    made = decided(v, at)
+    assert made == dataclasses.replace(v, decided_at=at)
+    assert type(made) is type(v)
+    assert verdict_json(made) == verdict_json(dataclasses.replace(v, decided_at=at))
+
+
+def test_make_verdict_equals_the_dataclass_constructor() -> None:
+    v = verdict()
+    fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+    assert type(v)(**fields) == v
 
 
 def test_record_has_exactly_the_design_keys_with_their_types() -> None:

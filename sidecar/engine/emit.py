@@ -19,7 +19,6 @@ deliverer without commits, replay by printing the verdict records.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from sidecar.calibrate.review import ReviewPolicy, ReviewTracker, review_reasons, review_record
 from sidecar.conversation.turn_builder import turn_records
 from sidecar.evaluate.rubric import Rubric
-from sidecar.evaluate.verdict import Verdict
+from sidecar.evaluate.verdict import Verdict, decided
 from sidecar.model import Trace, Transcript
 from sidecar.ports import OutRecord, RecordKind, VerdictSpanSink
 from sidecar.telemetry import (
@@ -86,7 +85,7 @@ class Emitter:
     def verdict(self, verdict: Verdict, transcript: Transcript | None = None) -> list[OutRecord]:
         """Span and telemetry now; the verdict record and any review case, to be delivered."""
         if verdict.decided_at is None and self.wall_clock_ns is not None:
-            verdict = dataclasses.replace(verdict, decided_at=self.wall_clock_ns())
+            verdict = decided(verdict, self.wall_clock_ns())
         span_id: str | None = None
         if self.spans is not None:
             try:

@@ -152,12 +152,20 @@ class Verdict:
 _new_verdict = record_builder(Verdict, defaults=True, keyword_only_after=0)
 
 
+_VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(Verdict))
+
+
+def decided(verdict: Verdict, at: int | None) -> Verdict:
+    """``dataclasses.replace(verdict, decided_at=at)`` without the frozen dataclass's per-field cost."""
+    fields = {name: getattr(verdict, name) for name in _VERDICT_FIELDS}
+    fields["decided_at"] = at
+    return _new_verdict(**fields)
+
+
 def decided_after(verdict: Verdict, wait_s: float) -> Verdict:
     """``verdict`` decided ``wait_s`` after its trace ended (replay, backfill); unset without an end."""
     end = verdict.trace_end
-    return dataclasses.replace(
-        verdict, decided_at=None if end is None else end + round(wait_s * 1e9)
-    )
+    return decided(verdict, None if end is None else end + round(wait_s * 1e9))
 
 
 def make_verdict(
