@@ -212,9 +212,8 @@ def test_a_record_refused_by_decode_is_refused_with_the_same_reason(payload: byt
     assert got.value.reason == expected.value.reason
 
 
-def test_open_traces_hold_about_their_bytes_not_decoded_spans() -> None:
-    records = [part for c in make_cases(150, seed=5) for part in split_requests(c.spans, 1)]
-    payload = sum(len(r) for r in records)
+def held_open(records: list[bytes]) -> dict[str, int]:
+    """Bytes allocated to hold ``records`` open, fed ``lazily`` and ``eagerly``, one trace each."""
     held: dict[str, int] = {}
     for name, feed in (("lazily", lazily), ("eagerly", eagerly)):
         assembler = Assembler(decision_wait=1e9, max_trace_age=1e9)
@@ -224,6 +223,13 @@ def test_open_traces_hold_about_their_bytes_not_decoded_spans() -> None:
         held[name] = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         assert assembler.open_traces == len(records)
+    return held
+
+
+def test_open_traces_hold_about_their_bytes_not_decoded_spans() -> None:
+    records = [part for c in make_cases(150, seed=5) for part in split_requests(c.spans, 1)]
+    payload = sum(len(r) for r in records)
+    held = held_open(records)
     # The records themselves were allocated before: what is added is bookkeeping.
     assert held["lazily"] < 0.5 * payload, held
     assert held["eagerly"] > payload, held
@@ -428,14 +434,6 @@ def test_open_json_traces_hold_less_than_decoded_spans() -> None:
     records = [
         as_json(part) for c in make_cases(150, seed=5) for part in split_requests(c.spans, 1)
     ]
-    held: dict[str, int] = {}
-    for name, feed in (("lazily", lazily), ("eagerly", eagerly)):
-        assembler = Assembler(decision_wait=1e9, max_trace_age=1e9)
-        tracemalloc.start()
-        for offset, r in enumerate(records):
-            assert not feed(assembler, r, 0.0, RecordRef(0, offset))
-        held[name] = tracemalloc.get_traced_memory()[0]
-        tracemalloc.stop()
-        assert assembler.open_traces == len(records)
+    held = held_open(records)
     # Packed, about the protobuf's size; decoded, twice that (bench/bench_memory.py).
     assert held["lazily"] < 0.7 * held["eagerly"], held

@@ -19,7 +19,9 @@ nothing, not even the one packed.
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,24 +111,15 @@ class PackedLogs:
     @classmethod
     def of(cls, logs: Sequence[LogRecord]) -> PackedLogs:
         """``logs`` packed; ValueError for a value ``marshal`` cannot write (no decoder makes one)."""
-        rows: Any = tuple(
-            (
-                r.trace_id,
-                r.span_id,
-                r.event_name,
-                r.time_unix_nano,
-                r.attributes,
-                r.body,
-                r.resource,
-                r.scope_name,
-                r.unreadable,
-            )
-            for r in logs
-        )
+        rows: Any = tuple(map(_LOG_FIELDS, logs))
         return cls(_pack(rows), len(rows))
 
     def logs(self) -> list[LogRecord]:
         return [new_log_record(*row) for row in _rows(self.data)]
+
+
+# A log record's fields in the order new_log_record takes them (all plain values).
+_LOG_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(LogRecord)))
 
 
 def _pack(rows: Any) -> bytes:
