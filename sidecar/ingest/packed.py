@@ -68,11 +68,11 @@ class PackedSpans:
             )
             for s in spans
         )
-        return cls(_pack(rows))
+        return cls(marshal.dumps(rows))
 
     def spans(self) -> list[Span]:
         spans = []
-        for row in _rows(self.data):
+        for row in marshal.loads(self.data):
             (trace, span, parent, name, kind, start, end, attributes, resource) = row[:9]
             scope, status, message, events, unreadable, repaired = row[9:]
             spans.append(
@@ -106,25 +106,16 @@ class PackedLogs:
     """Log records packed by :meth:`of`; :meth:`logs` gives them back, equal and in order."""
 
     data: bytes
-    count: int
 
     @classmethod
     def of(cls, logs: Sequence[LogRecord]) -> PackedLogs:
         """``logs`` packed; ValueError for a value ``marshal`` cannot write (no decoder makes one)."""
         rows: Any = tuple(map(_LOG_FIELDS, logs))
-        return cls(_pack(rows), len(rows))
+        return cls(marshal.dumps(rows))
 
     def logs(self) -> list[LogRecord]:
-        return [new_log_record(*row) for row in _rows(self.data)]
+        return [new_log_record(*row) for row in marshal.loads(self.data)]
 
 
 # A log record's fields in the order new_log_record takes them (all plain values).
 _LOG_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(LogRecord)))
-
-
-def _pack(rows: Any) -> bytes:
-    return marshal.dumps(rows)
-
-
-def _rows(data: bytes) -> Any:
-    return marshal.loads(data)
