@@ -174,6 +174,22 @@ def test_due_decides_several_traces_in_one_tick() -> None:
     assert [t.trace_id for t in assembler.due(123)] == [trace_id(3)]
 
 
+def test_a_quiet_trace_without_root_waits_for_its_root_or_its_age() -> None:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=120.0)
+    assembler.add([numbered_span(2, trace=1, parent=1)], 0)  # its root comes later
+    assembler.add([numbered_span(2, trace=2, parent=1)], 0)  # its root never comes
+    assembler.add([numbered_span(1, trace=3)], 1)
+    assert [t.trace_id for t in assembler.due(6)] == [trace_id(3)]
+    assert assembler.due(7) == []
+    assembler.add([numbered_span(1, trace=1)], 8)
+    assert assembler.due(12.9) == []
+    (rooted,) = assembler.due(13)
+    assert (rooted.trace_id, rooted.reason, len(rooted.spans)) == (trace_id(1), COMPLETE, 2)
+    (aged,) = assembler.due(120)
+    assert (aged.trace_id, aged.reason) == (trace_id(2), MAX_AGE)
+    assert assembler.open_traces == 0
+
+
 def test_late_spans_after_decision_are_counted_and_ignored() -> None:
     assembler = Assembler(decision_wait=5.0)
     assembler.add([ROOT], 0)

@@ -400,14 +400,23 @@ class Assembler:
             aged.append(trace_id)
         for trace_id in aged:
             decided.append(self._decide(trace_id, DecideReason.MAX_AGE, truncated=False))
-        for trace_id in list(self._quiet):
-            if len(decided) >= room:
+        # Quiet traces in last-arrival order, up to the first that is not quiet yet. One
+        # without its root waits for more spans (or its age) outside this queue: only a
+        # new span can root it, and a new span queues it again (``_touch``). So each call
+        # reads the traces it decides, not every open one.
+        complete: list[str] = []
+        rootless: list[str] = []
+        for trace_id in self._quiet:
+            if len(decided) + len(complete) >= room:
                 break
             entry = self._open[trace_id]
             if now - entry.last_arrival < self.decision_wait:
                 break
-            if entry.has_root(self.root_spans):
-                decided.append(self._decide(trace_id, DecideReason.COMPLETE, truncated=False))
+            (complete if entry.has_root(self.root_spans) else rootless).append(trace_id)
+        for trace_id in rootless:
+            del self._quiet[trace_id]
+        for trace_id in complete:
+            decided.append(self._decide(trace_id, DecideReason.COMPLETE, truncated=False))
         return decided
 
     def drain(self, reason: DecideReason, *, require_root: bool = False) -> list[Trace]:
