@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Literal
 
 import pytest
 
@@ -33,7 +34,7 @@ def _decide(s: Scenario, seed: int) -> list[Decision]:
     monitor = DriftMonitor(SETTINGS)
     monitor.observe_all(observations(s, seed))
     monitor.finish()
-    return monitor.decisions
+    return list(monitor.decisions)
 
 
 def _verdict_of(decisions: list[Decision]) -> str:
@@ -94,6 +95,30 @@ def test_the_agent_alarm_is_pending_for_the_guard_window_then_decided() -> None:
     assert late.reason == "no canary cases watch this criterion's judge"
 
 
+def test_a_waiting_alarm_is_decided_by_observations_of_other_streams() -> None:
+    # The monitor settles on every observation, whichever stream it feeds: an alarm
+    # waits out its guard window even when its own criterion sees no more verdicts.
+    settings = dataclasses.replace(SETTINGS, baseline=100, every=50, guard_s=100.0)
+    monitor = DriftMonitor(settings)
+    t = 0.0
+    for i in range(2000):
+        t = float(i)
+        good = i < 100 or i % 2 == 0
+        outcome = Outcome.PASS if good else Outcome.FAIL
+        assert monitor.observe(Observation(t, "r", "trace", (("criterion", "c", outcome),))) == []
+        if monitor.streams[StreamKey("r", "criterion", "c")].pending:
+            break
+    alarmed = t
+    quiet: list[tuple[Literal["criterion"], str, Outcome]] = [("criterion", "other", Outcome.PASS)]
+    for step in (50.0, 99.0):
+        monitor.observe(Observation(alarmed + step, "r", "trace", tuple(quiet)))
+        assert monitor.settle(alarmed + step) == []
+    monitor.observe(Observation(alarmed + 100.0, "r", "trace", tuple(quiet)))
+    (late,) = monitor.settle(alarmed + 100.0)
+    assert (late.key.name, late.attribution, late.time) == ("c", "agent", alarmed)
+    assert monitor.settle(alarmed + 200.0) == []
+
+
 def test_a_judge_version_change_in_the_window_attributes_to_the_judge() -> None:
     key = StreamKey("r", "criterion", "c")
     settings = dataclasses.replace(SETTINGS, baseline=100, every=50)
@@ -126,6 +151,21 @@ def test_check_alarms_are_the_agents_and_errors_on_criteria_the_judges() -> None
     by = {(d.key.kind, d.measure): d.attribution for d in monitor.decisions}
     assert by[("check", "pass_rate")] == "agent"
     assert by[("criterion", "error_rate")] == "judge"
+
+
+def test_a_bounded_monitor_keeps_its_latest_decisions() -> None:
+    settings = dataclasses.replace(SETTINGS, baseline=20, every=10)
+    bounded, whole = DriftMonitor(settings, remember=2), DriftMonitor(settings)
+    for i in range(2000):
+        # Five checks drop one after another; a check's alarm is decided at once.
+        results = tuple(
+            ("check", f"k{k}", Outcome.FAIL if i >= 100 * (k + 1) and i % 4 else Outcome.PASS)
+            for k in range(5)
+        )
+        for monitor in (bounded, whole):
+            monitor.observe(Observation(float(i), "r", "trace", results))
+    assert len(whole.decisions) == 5
+    assert list(bounded.decisions) == list(whole.decisions)[-2:]
 
 
 def test_streams_over_the_cap_are_dropped_and_counted() -> None:

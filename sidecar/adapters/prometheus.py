@@ -142,6 +142,10 @@ JUDGE_DURATION_BUCKETS = (
 )
 
 # From a trace's end to its verdict (the decision wait, judging, queueing).
+# The service's drift monitor remembers its latest decisions only (each is also a log
+# line and a count in sidecar_drift_alarms_total).
+DRIFT_DECISIONS_KEPT = 1000
+
 VERDICT_LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -439,9 +443,9 @@ class Metrics:
             registry=r,
         )
         # Drift: the detectors of sidecar.drift.attribute, fed by verdicts and canary cases.
-        self.drift = DriftMonitor(drift)
+        self.drift = DriftMonitor(drift, remember=DRIFT_DECISIONS_KEPT)
         # By the stream's base key (one set of series per check or criterion).
-        self._drift_children: dict[StreamKey, tuple[Gauge, Gauge, list[Gauge], list[str]]] = {}
+        self._drift_children: dict[StreamKey, _DriftSeries] = {}
         self.drift_evalue = Gauge(
             "sidecar_drift_evalue",
             "Evidence that a stream moved from its baseline (1: none; the alarm is at 2/alpha): "
@@ -675,29 +679,34 @@ class Metrics:
         # case's, the criterion's own.
         for stream in monitor.fed:
             base = stream.base
-            name = base.name
-            children = self._drift_children.get(base)
-            if children is None:
+            shown = self._drift_children.get(base)
+            if shown is None:
                 # Bounded as the monitor's streams are (max_streams).
-                children = self._drift_children[base] = (
+                name = base.name
+                shown = self._drift_children[base] = _DriftSeries(
                     self.drift_evalue.labels(rubric, name, "agent"),
                     self.drift_evalue.labels(rubric, name, "judge"),
                     [self.drift_attribution.labels(rubric, name, c) for c in CAUSES],
-                    [""],
                 )
-            agent, judge, causes, shown = children
             # One series per criterion: the strongest evidence, and the gravest cause
-            # (judge before agent), over its agent versions' streams.
+            # (judge before agent), over its agent versions' streams. A gauge is written
+            # when its value moves (a steady stream's e-value stays put for long runs).
             siblings = monitor.siblings_of(base)
             fed = [s.passes.e_value for s in siblings if s.passes.seen]
-            agent.set(max(fed, default=stream.passes.e_value))
-            if stream.canaries:
-                judge.set(stream.judge.e_value)
+            evidence = max(fed, default=stream.passes.e_value)
             now = {s.current(observation.time) for s in siblings}
             cause = "judge" if "judge" in now else "agent" if "agent" in now else "none"
-            if shown[0] != cause:
-                shown[0] = cause
-                for label, child in zip(CAUSES, causes, strict=True):
+            if shown.agent_value != evidence:
+                shown.agent_value = evidence
+                shown.agent.set(evidence)
+            if stream.canaries:
+                judged = stream.judge.e_value
+                if shown.judge_value != judged:
+                    shown.judge_value = judged
+                    shown.judge.set(judged)
+            if shown.cause != cause:
+                shown.cause = cause
+                for label, child in zip(CAUSES, shown.causes, strict=True):
                     child.set(float(label == cause))
 
     def _canary(self, run: CanaryRan) -> None:
@@ -844,6 +853,18 @@ class CanaryJudgeAccounting:
         )
         # Canary calls bypass the verdict cache, so this is never written for them.
         self.cache_requests = cache_requests
+
+
+@dataclass(slots=True)
+class _DriftSeries:
+    """The drift gauges of one check or criterion, and the values they were last set to."""
+
+    agent: Gauge
+    judge: Gauge
+    causes: list[Gauge]
+    agent_value: float | None = None
+    judge_value: float | None = None
+    cause: str = ""
 
 
 def record_verdict(metrics: Metrics, verdict: Verdict, span_id: str | None = None) -> None:

@@ -46,6 +46,7 @@ is known.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -401,11 +402,15 @@ class DriftMonitor:
     criterion's judge stream, shared by all its versions' streams.
     """
 
-    def __init__(self, settings: DriftSettings | None = None) -> None:
+    def __init__(
+        self, settings: DriftSettings | None = None, *, remember: int | None = None
+    ) -> None:
         self.settings = settings or DriftSettings()
         self.streams: dict[StreamKey, CriterionDrift] = {}
         self.dropped = 0  # observations of streams over the cap
-        self.decisions: list[Decision] = []
+        # The decisions so far, oldest first; the latest ``remember`` of them when bounded
+        # (a service runs for months; ``sidecar drift`` reads every one of a file's).
+        self.decisions: deque[Decision] = deque(maxlen=remember)
         # Per base key: its streams by agent version, the most recently fed last.
         self._versions: dict[StreamKey, dict[str, CriterionDrift]] = {}
         self._watches: dict[StreamKey, JudgeWatch] = {}
@@ -413,6 +418,9 @@ class DriftMonitor:
         # without making a key; and those the latest observation fed, in its order.
         self._by_fields: dict[tuple[str, Kind, str, str, str], CriterionDrift] = {}
         self.fed: list[CriterionDrift] = []
+        # Whether some stream holds an agent alarm waiting for its guard window: only then
+        # does ``settle`` look at the streams (up to ``max_streams``, on every observation).
+        self._waiting = False
 
     def _stream(self, key: StreamKey) -> CriterionDrift | None:
         found = self.streams.get(key)
@@ -473,6 +481,7 @@ class DriftMonitor:
             if o.labels is None:
                 self._fed(stream)
                 decided += stream.verdict(o.time, outcome, o.judge_version, o.rubric_hash)
+                self._waiting = self._waiting or stream.pending
             elif kind == "criterion" and outcome in (Outcome.PASS, Outcome.FAIL):
                 label = o.labels.get(name)
                 if label in (Outcome.PASS, Outcome.FAIL):
@@ -493,12 +502,16 @@ class DriftMonitor:
 
     def settle(self, now: float) -> list[Decision]:
         # Called on every observation: only streams holding an alarm have anything to decide.
+        if not self._waiting:
+            return []
         decided = [d for s in self.streams.values() if s.pending for d in s.settle(now)]
+        self._waiting = any(s.pending for s in self.streams.values())
         self.decisions += decided
         return decided
 
     def finish(self) -> list[Decision]:
         decided = [d for s in self.streams.values() for d in s.finish()]
+        self._waiting = False
         self.decisions += decided
         return decided
 
