@@ -342,8 +342,8 @@ class DriftSectionSettings(_Section):
     ``canary_every``. An agent alarm waits ``guard_s`` seconds for a judge
     alarm before it is the agent's. ``tolerance`` is subtracted from each
     reference (moves smaller than it are not alarmed). At most
-    ``max_streams`` streams are watched; observations of the rest are dropped
-    and counted.
+    ``max_streams`` streams are watched; a new stream over the bound retires
+    the least recently fed one (``sidecar.drift.attribute.DriftMonitor``).
     """
 
     alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01

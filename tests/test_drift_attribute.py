@@ -9,6 +9,7 @@ from typing import Literal
 import pytest
 
 from sidecar.drift.attribute import (
+    MAX_VERSIONS,
     CriterionDrift,
     Decision,
     DriftMonitor,
@@ -168,12 +169,58 @@ def test_a_bounded_monitor_keeps_its_latest_decisions() -> None:
     assert list(bounded.decisions) == list(whole.decisions)[-2:]
 
 
-def test_streams_over_the_cap_are_dropped_and_counted() -> None:
+def test_streams_over_the_cap_retire_the_least_recently_fed() -> None:
     monitor = DriftMonitor(dataclasses.replace(SETTINGS, max_streams=2))
-    for name in ("a", "b", "c", "d"):
+    for name in ("a", "b", "a", "c", "d"):
         monitor.observe(Observation(0.0, "r", "trace", (("criterion", name, Outcome.PASS),)))
-    assert len(monitor.streams) == 2
-    assert monitor.dropped == 2
+    assert [k.name for k in monitor.streams] == ["c", "d"]
+    assert monitor.retired == 2
+    # A retired stream fed again starts over.
+    monitor.observe(Observation(0.0, "r", "trace", (("criterion", "a", Outcome.PASS),)))
+    assert monitor.streams[StreamKey("r", "criterion", "a")].passes.seen == 1
+    assert monitor.retired == 3
+
+
+def test_a_criterion_keeps_its_most_recently_fed_agent_versions() -> None:
+    monitor = DriftMonitor(SETTINGS)
+    for version in range(MAX_VERSIONS + 3):
+        for _ in range(3):
+            monitor.observe(
+                Observation(
+                    0.0,
+                    "r",
+                    "trace",
+                    (("criterion", "c", Outcome.PASS),),
+                    agent_version=f"v{version}",
+                )
+            )
+        # The first version keeps serving beside the new ones.
+        monitor.observe(
+            Observation(0.0, "r", "trace", (("criterion", "c", Outcome.PASS),), agent_version="v0")
+        )
+    versions = [s.key.agent_version for s in monitor.siblings(StreamKey("r", "criterion", "c"))]
+    assert len(versions) == MAX_VERSIONS
+    assert "v0" in versions
+    assert f"v{MAX_VERSIONS + 2}" in versions
+    assert "v1" not in versions
+    assert monitor.retired == 3
+
+
+def test_a_retired_stream_decides_its_waiting_alarm() -> None:
+    settings = dataclasses.replace(SETTINGS, baseline=100, every=50, max_streams=1)
+    monitor = DriftMonitor(settings)
+    key = StreamKey("r", "criterion", "c")
+    for i in range(2000):
+        outcome = Outcome.PASS if i < 100 or i % 2 == 0 else Outcome.FAIL
+        monitor.observe(Observation(float(i), "r", "trace", (("criterion", "c", outcome),)))
+        if monitor.streams[key].pending:
+            break
+    # Another criterion takes the only place: the waiting alarm is decided, not lost.
+    (decided,) = monitor.observe(
+        Observation(5000.0, "r", "trace", (("criterion", "other", Outcome.PASS),))
+    )
+    assert (decided.key, decided.attribution) == (key, "agent")
+    assert monitor.settle(1e9) == []
 
 
 def test_the_drift_settings_block_defaults_to_the_detectors_defaults() -> None:

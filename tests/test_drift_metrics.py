@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.adapters.prometheus import Metrics
 from sidecar.drift.attribute import DriftSettings, Observation
-from sidecar.model import CriterionResult
+from sidecar.model import CriterionResult, Outcome
 from sidecar.telemetry import CanaryRan, VerdictEmitted
 from tests.builders import metric_verdict
 from tests.drift_streams import CRITERION, RUBRIC, Scenario, observations
@@ -85,3 +85,16 @@ def test_a_silent_judge_bump_shows_as_judge_and_never_as_agent() -> None:
     assert (
         _value(metrics, "sidecar_drift_alarms_total", stream="agent", attribution="agent") is None
     )
+
+
+def test_the_streams_watched_and_retired_are_exposed() -> None:
+    metrics = Metrics(CollectorRegistry(), drift=dataclasses.replace(SETTINGS, max_streams=2))
+    for n, rubric in enumerate(("a", "b", "c")):
+        v = metric_verdict(trace_id=f"{n:032x}", rubric_id=rubric, checks=[], criteria=[])
+        v = dataclasses.replace(
+            v, criteria=(CriterionResult("c", Outcome.PASS),), decided_at=1_000_000_000 * (n + 1)
+        )
+        metrics.event(VerdictEmitted(v, None, False))
+    get = metrics.registry.get_sample_value
+    assert get("sidecar_drift_streams") == 2
+    assert get("sidecar_drift_streams_retired_total") == 1

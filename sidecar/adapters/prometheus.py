@@ -520,7 +520,10 @@ class Metrics:
         for read in self._watched:
             value = read()
             found.extend(value if isinstance(value, list | tuple) else [value])
-        return _samples(found, self._counted)
+        samples = _samples(found, self._counted)
+        samples["sidecar_drift_streams"][()] = float(len(self.drift.streams))
+        samples["sidecar_drift_streams_retired_total"][()] = float(self.drift.retired)
+        return samples
 
     def _count(self, name: str, *labels: str, amount: float = 1.0) -> None:
         series = self._counted[name]
@@ -1004,6 +1007,19 @@ STAT_FAMILIES: tuple[StatFamily, ...] = (
         ("kind",),
     ),
     StatFamily("sidecar_open_traces", "Traces being assembled.", "gauge", mode="livesum"),
+    StatFamily(
+        "sidecar_drift_streams",
+        "Drift streams watched (one per check or criterion and agent version; at most "
+        "drift.max_streams per process).",
+        "gauge",
+        mode="livesum",
+    ),
+    StatFamily(
+        "sidecar_drift_streams_retired_total",
+        "Drift streams retired to stay within drift.max_streams or the agent versions kept "
+        "per check or criterion (the least recently fed first).",
+        "counter",
+    ),
     StatFamily(
         "sidecar_late_spans_total", "Spans that arrived after their trace was decided.", "counter"
     ),

@@ -33,6 +33,7 @@ from sidecar.commands._io import consoles, read_lines, write_output
 from sidecar.drift.attribute import (
     DEFAULT_CANARY_BASELINE,
     DEFAULT_GUARD_S,
+    MAX_VERSIONS,
     Decision,
     DriftMonitor,
     DriftSettings,
@@ -189,10 +190,12 @@ def run(args: argparse.Namespace) -> int:
             "were left out; records written by sidecar replay, backfill or run carry them",
             highlight=False,
         )
-    if monitor.dropped:
+    if monitor.retired:
         err.print(
-            f"[yellow]warning:[/] more than {settings.max_streams} streams; "
-            f"{monitor.dropped} observations of the rest were left out",
+            f"[yellow]warning:[/] {monitor.retired} stream(s) were retired to stay within "
+            f"{settings.max_streams} streams and {MAX_VERSIONS} agent versions per check or "
+            "criterion (the least recently fed first); a retired stream fed again started "
+            "over with a new baseline",
             highlight=False,
         )
     if args.json_out:

@@ -46,7 +46,8 @@ is known.
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -63,6 +64,8 @@ from sidecar.model import Outcome
 from sidecar.settings import DriftSectionSettings
 from sidecar.wire.verdicts import VerdictRecord, utc_text
 
+log = logging.getLogger(__name__)
+
 Cause = Literal["none", "agent", "judge"]
 CAUSES: tuple[Cause, ...] = ("none", "agent", "judge")
 Kind = Literal["check", "criterion"]
@@ -72,6 +75,8 @@ DEFAULT_GUARD_S = 6 * 3600.0
 DEFAULT_CANARY_BASELINE = 400
 DEFAULT_CANARY_EVERY = 100
 DEFAULT_MAX_STREAMS = 500
+# Agent versions watched per check or criterion (the ones fed most recently).
+MAX_VERSIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,13 +398,21 @@ class Observation:
 
 
 class DriftMonitor:
-    """Every stream's :class:`CriterionDrift`, at most ``max_streams`` of them (drops counted).
+    """Every stream's :class:`CriterionDrift`: at most ``max_streams`` of them, and at most
+    :data:`MAX_VERSIONS` agent versions of one check or criterion.
 
     Verdicts that name their agent version feed that version's streams, so two
     versions serving at once are not blended into one rate. A new version's
     stream starts testing against the reference of the version last seen on
     that criterion (:meth:`CriterionDrift.inherit`). Canary cases feed the
     criterion's judge stream, shared by all its versions' streams.
+
+    A service runs for months while agent versions come and go, so a stream
+    over either bound makes room by retiring the least recently fed one (of
+    the criterion's versions, else of all): the versions that serve now stay
+    watched. An alarm the retired stream held is decided then, with what is
+    known (as at the end of input). ``retired`` counts them; a retired
+    stream that is fed again starts over with a new baseline.
     """
 
     def __init__(
@@ -407,7 +420,7 @@ class DriftMonitor:
     ) -> None:
         self.settings = settings or DriftSettings()
         self.streams: dict[StreamKey, CriterionDrift] = {}
-        self.dropped = 0  # observations of streams over the cap
+        self.retired = 0  # streams let go to stay within the bounds
         # The decisions so far, oldest first; the latest ``remember`` of them when bounded
         # (a service runs for months; ``sidecar drift`` reads every one of a file's).
         self.decisions: deque[Decision] = deque(maxlen=remember)
@@ -418,22 +431,32 @@ class DriftMonitor:
         # without making a key; and those the latest observation fed, in its order.
         self._by_fields: dict[tuple[str, Kind, str, str, str], CriterionDrift] = {}
         self.fed: list[CriterionDrift] = []
-        # Whether some stream holds an agent alarm waiting for its guard window: only then
-        # does ``settle`` look at the streams (up to ``max_streams``, on every observation).
-        self._waiting = False
+        # Every stream, the least recently fed first (the next to retire).
+        self._recent: OrderedDict[StreamKey, CriterionDrift] = OrderedDict()
+        # The streams holding an agent alarm that waits for its guard window, and when
+        # each stream was made (``settle`` decides them in that order, as it always did).
+        self._waiting: dict[StreamKey, CriterionDrift] = {}
+        self._made: dict[StreamKey, int] = {}
+        self._count = 0
+        # Decisions of alarms held by streams retired during an observation.
+        self._retired_decisions: list[Decision] = []
 
-    def _stream(self, key: StreamKey) -> CriterionDrift | None:
+    def _stream(self, key: StreamKey) -> CriterionDrift:
         found = self.streams.get(key)
         if found is None:
-            if len(self.streams) >= self.settings.max_streams:
-                self.dropped += 1
-                return None
             s = self.settings
+            versions = self._versions.get(key.base)
+            if versions is not None and len(versions) >= MAX_VERSIONS:
+                self._retire(next(iter(versions.values())), f"its {MAX_VERSIONS} agent versions")
+            if len(self.streams) >= s.max_streams:
+                self._retire(next(iter(self._recent.values())), f"{s.max_streams} streams")
             watch = self._watches.get(key.base)
             if watch is None:
                 judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
                 watch = self._watches[key.base] = JudgeWatch(judge)
-            found = self.streams[key] = CriterionDrift(key, s, watch)
+            found = self.streams[key] = self._recent[key] = CriterionDrift(key, s, watch)
+            self._made[key] = self._count
+            self._count += 1
             versions = self._versions.setdefault(key.base, {})
             if key.agent_version:
                 for previous in reversed(versions.values()):
@@ -442,15 +465,37 @@ class DriftMonitor:
             versions[key.agent_version] = found
         return found
 
+    def _retire(self, stream: CriterionDrift, among: str) -> None:
+        key = stream.key
+        self._retired_decisions += stream.finish()
+        self.retired += 1
+        del self.streams[key], self._recent[key], self._made[key]
+        self._waiting.pop(key, None)
+        self._by_fields.pop((key.rubric, key.kind, key.name, key.scope, key.agent_version), None)
+        versions = self._versions[key.base]
+        del versions[key.agent_version]
+        if not versions:
+            # The criterion has no stream left: its judge stream goes with them.
+            del self._versions[key.base], self._watches[key.base]
+        log.info(
+            "drift: stream %s %s %s (%s%s) retired, the least recently fed of %s",
+            key.rubric,
+            key.kind,
+            key.name,
+            key.scope,
+            f", agent version {key.agent_version}" if key.agent_version else "",
+            among,
+        )
+
     def _stream_of(
         self, rubric: str, kind: Kind, name: str, scope: str, version: str
-    ) -> CriterionDrift | None:
+    ) -> CriterionDrift:
         fields = (rubric, kind, name, scope, version)
         found = self._by_fields.get(fields)
         if found is None:
-            found = self._stream(StreamKey(*fields))
-            if found is not None:
-                self._by_fields[fields] = found
+            found = self._by_fields[fields] = self._stream(StreamKey(*fields))
+        else:
+            self._recent.move_to_end(found.key)
         return found
 
     def siblings(self, key: StreamKey) -> list[CriterionDrift]:
@@ -475,13 +520,12 @@ class DriftMonitor:
         version = (o.agent_version or "") if o.labels is None else ""
         for kind, name, outcome in o.results:
             stream = self._stream_of(o.rubric, kind, name, o.scope, version)
-            if stream is None:
-                continue
             fed.append(stream)
             if o.labels is None:
                 self._fed(stream)
                 decided += stream.verdict(o.time, outcome, o.judge_version, o.rubric_hash)
-                self._waiting = self._waiting or stream.pending
+                if stream.pending:
+                    self._waiting[stream.key] = stream
             elif kind == "criterion" and outcome in (Outcome.PASS, Outcome.FAIL):
                 label = o.labels.get(name)
                 if label in (Outcome.PASS, Outcome.FAIL):
@@ -491,6 +535,9 @@ class DriftMonitor:
                         for other in self.siblings_of(stream.base):
                             if other is not stream:
                                 decided += other.judge_alarmed()
+        if self._retired_decisions:
+            decided[:0] = self._retired_decisions
+            self._retired_decisions = []
         self.decisions += decided
         return decided
 
@@ -504,14 +551,16 @@ class DriftMonitor:
         # Called on every observation: only streams holding an alarm have anything to decide.
         if not self._waiting:
             return []
-        decided = [d for s in self.streams.values() if s.pending for d in s.settle(now)]
-        self._waiting = any(s.pending for s in self.streams.values())
+        made = self._made
+        waiting = sorted(self._waiting.values(), key=lambda s: made[s.key])
+        decided = [d for s in waiting if s.pending for d in s.settle(now)]
+        self._waiting = {s.key: s for s in waiting if s.pending}
         self.decisions += decided
         return decided
 
     def finish(self) -> list[Decision]:
         decided = [d for s in self.streams.values() for d in s.finish()]
-        self._waiting = False
+        self._waiting = {}
         self.decisions += decided
         return decided
 
