@@ -212,7 +212,10 @@ class Assembler:
         self.root_spans = root_spans
         self.stats = AssemblerStats()
         # Insertion order of _open is first arrival; _quiet is ordered by last arrival.
-        self._open: dict[str, _Open] = {}
+        # Both are read from the front as entries leave from there: an OrderedDict finds
+        # its first entry at once, where a dict steps over every slot freed since it was
+        # last resized (27 µs against 0.3 per eviction at 50,000 open traces).
+        self._open: OrderedDict[str, _Open] = OrderedDict()
         self._quiet: OrderedDict[str, None] = OrderedDict()
         self._decided: OrderedDict[str, None] = OrderedDict()
         # The record add_record is reading, and its spans not yet in their traces' parts.
