@@ -524,6 +524,25 @@ def test_held_offsets_and_revoked_partitions() -> None:
     assert s.held_offsets() == {1: 7}
 
 
+def test_the_deadline_queue_and_the_counts_follow_conversations_not_turns() -> None:
+    long = ConversationSpec(idle_timeout_s=60, max_turns=999, max_age_s=10_000)
+    s = ConversationStore({RID: long})
+    for n in range(1, 201):  # two conversations, a turn every 10 s each
+        s.add(RID, turn_record(n, "a" if n % 2 else "b"), n * 5.0, RecordRef(n % 2, n))
+        assert s.due(n * 5.0) == []
+    assert len(s._deadlines) <= 2  # one entry per conversation, however many turns
+    assert s.held_turns == 200
+    assert s.held_offsets() == {0: 2, 1: 1}
+    assert s.due(1054.9) == []  # "a" last spoke at 995 s, "b" at 1000 s
+    [a] = s.due(1055.0)
+    assert (a.conversation_id, a.reason, len(a.turns)) == ("a", ConversationReason.IDLE, 100)
+    assert s.held_turns == 100
+    assert s.held_offsets() == {0: 2}
+    [b] = s.due(1060.0)
+    assert (b.conversation_id, b.first_offsets) == ("b", {0: 2})
+    assert (s.held_turns, s.held_offsets(), s._deadlines) == (0, {}, [])
+
+
 def test_decided_memory_is_bounded() -> None:
     s = store(decided_memory=1)
     add(s, 1, "a", 0.0)

@@ -151,6 +151,11 @@ class _Open:
     # Opened with no earlier turns known (not a re-opening): trace id -> the user
     # messages its input history holds before its own (TurnRecord.earlier_user_messages).
     history: dict[str, int] | None = None
+    # The lowest offset per partition of the turns read here (turns are only added).
+    lowest: dict[int, int] = field(default_factory=dict)
+    # Its entry in the deadline queue (deadline, seq), and the seq of its latest turn.
+    queued: tuple[float, int] | None = None
+    seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +196,8 @@ class ConversationStore:
         # (deadline, seq, key); entries whose deadline is no longer the key's are skipped.
         self._deadlines: list[tuple[float, int, Key]] = []
         self._seq = itertools.count()
+        # Turns of the open conversations, counted as they come and go.
+        self._held_turns = 0
 
     @property
     def open_conversations(self) -> int:
@@ -198,7 +205,7 @@ class ConversationStore:
 
     @property
     def held_turns(self) -> int:
-        return sum(len(c.turns) for c in self._open.values())
+        return self._held_turns
 
     @property
     def known_conversations(self) -> int:
@@ -290,6 +297,7 @@ class ConversationStore:
                     t.transcript.trace_id: HeldTurn(t.transcript, t.start_unix_nano, None, t.at)
                     for t in remembered.turns
                 }
+                self._held_turns += len(conversation.turns)
             elif known is not None:
                 # Known by place but its turns were not read back: judged without them, flagged.
                 self.stats.reopened += 1
@@ -311,9 +319,20 @@ class ConversationStore:
         conversation.turns[record.trace_id] = HeldTurn(
             record.transcript(), record.start_unix_nano, ref, ref
         )
+        self._held_turns += 1
+        if ref is not None:
+            lowest = conversation.lowest
+            if ref.offset < lowest.get(ref.partition, ref.offset + 1):
+                lowest[ref.partition] = ref.offset
         conversation.last_at = now
         self._open.move_to_end(key)
-        heapq.heappush(self._deadlines, (self._deadline(key, conversation), next(self._seq), key))
+        # One entry per conversation: a later turn only moves its deadline later, and the
+        # entry is queued again with it when it comes up (``due``). So the queue holds
+        # about one entry per open conversation, not one per turn.
+        conversation.seq = next(self._seq)
+        deadline = self._deadline(key, conversation)
+        if conversation.queued is None or deadline < conversation.queued[0]:
+            self._queue(key, conversation, deadline)
         decided: list[DecidedConversation] = []
         if len(conversation.turns) >= spec.max_turns:
             decided.append(self._decide(key, ConversationReason.MAX_TURNS))
@@ -329,17 +348,26 @@ class ConversationStore:
             conversation.last_at + spec.idle_timeout_s, conversation.opened_at + spec.max_age_s
         )
 
+    def _queue(self, key: Key, conversation: _Open, deadline: float) -> None:
+        conversation.queued = (deadline, conversation.seq)
+        heapq.heappush(self._deadlines, (deadline, conversation.seq, key))
+
     def due(self, now: float, limit: int | None = None) -> list[DecidedConversation]:
         """Conversations idle for ``idle_timeout_s`` or open for ``max_age_s``, at most ``limit``."""
         decided: list[DecidedConversation] = []
         while self._deadlines and (limit is None or len(decided) < limit):
-            deadline, _, key = self._deadlines[0]
+            deadline, seq, key = self._deadlines[0]
             if deadline > now:
                 break
             heapq.heappop(self._deadlines)
             conversation = self._open.get(key)
-            if conversation is None or self._deadline(key, conversation) != deadline:
-                continue  # decided already, or moved by a later turn
+            if conversation is None or conversation.queued != (deadline, seq):
+                continue  # decided already (this entry is an earlier one's)
+            current = self._deadline(key, conversation)
+            if current != deadline:
+                # Moved by a later turn: queued again as that turn would have queued it.
+                self._queue(key, conversation, current)
+                continue
             spec = self.specs[key[0]]
             idle = now - conversation.last_at >= spec.idle_timeout_s
             reason = ConversationReason.IDLE if idle else ConversationReason.MAX_AGE
@@ -352,11 +380,8 @@ class ConversationStore:
 
     def _decide(self, key: Key, reason: ConversationReason) -> DecidedConversation:
         conversation = self._open.pop(key)
-        first: dict[int, int] = {}
-        for turn in conversation.turns.values():
-            if turn.ref is not None:
-                p, o = turn.ref.partition, turn.ref.offset
-                first[p] = min(o, first.get(p, o))
+        self._held_turns -= len(conversation.turns)
+        first = dict(conversation.lowest)
         held = tuple(sorted(conversation.turns.values(), key=lambda t: t.order))
         if (
             conversation.history is not None
@@ -418,10 +443,8 @@ class ConversationStore:
         """Lowest offset per partition held by a turn of an open conversation."""
         held: dict[int, int] = {}
         for conversation in self._open.values():
-            for turn in conversation.turns.values():
-                if turn.ref is not None:
-                    p, o = turn.ref.partition, turn.ref.offset
-                    held[p] = min(o, held.get(p, o))
+            for p, o in conversation.lowest.items():
+                held[p] = min(o, held.get(p, o))
         return held
 
     def drop_partitions(self, partitions: Iterable[int]) -> int:
@@ -429,7 +452,7 @@ class ConversationStore:
         gone = set(partitions)
         dropped = [k for k, c in self._open.items() if c.partition in gone]
         for key in dropped:
-            del self._open[key]
+            self._held_turns -= len(self._open.pop(key).turns)
         for key in [k for k, r in self._decided.items() if r.partition in gone]:
             del self._decided[key]
         for partition in gone:
