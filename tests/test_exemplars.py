@@ -13,7 +13,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from sidecar.adapters.exemplars import MergedExemplars, bucket_bound, verdict_exemplar
+from sidecar.adapters.exemplars import (
+    ExemplarMemory,
+    MergedExemplars,
+    bucket_bound,
+    verdict_exemplar,
+)
 from sidecar.adapters.exposition import exposition, wants_openmetrics
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.prometheus import VERDICT_LATENCY_BUCKETS, Metrics, record_verdict
@@ -196,3 +201,17 @@ def test_workers_exemplars_survive_the_supervisors_sum(tmp_path: Path) -> None:
     for name in EXEMPLIFIED:
         assert found.get(name), f"{name} lost its exemplar across workers"
         assert all(e in known for e in found[name]), name
+
+
+def test_a_worker_writes_its_exemplar_file_only_when_an_exemplar_came(tmp_path: Path) -> None:
+    memory = ExemplarMemory()
+    memory.remember("sidecar_cases_total", {"rubric": "r"}, {"trace_id": "a" * 32}, 1.0, 1.0)
+    assert memory.changed
+    memory.write(tmp_path, pid=1)
+    assert not memory.changed
+    path = tmp_path / "exemplars_1.json"
+    written = path.read_text()
+    memory.remember("sidecar_cases_total", {"rubric": "r"}, {"trace_id": "b" * 32}, 1.0, 2.0)
+    assert memory.changed
+    memory.write(tmp_path, pid=1)
+    assert path.read_text() != written

@@ -60,6 +60,8 @@ class ExemplarMemory:
     def __init__(self, max_series: int = MAX_SERIES) -> None:
         self.max_series = max_series
         self._latest: dict[Key, tuple[dict[str, str], float, float]] = {}
+        # Whether an exemplar came since the file was last written.
+        self.changed = False
 
     def remember(
         self,
@@ -73,6 +75,7 @@ class ExemplarMemory:
         if key not in self._latest and len(self._latest) >= self.max_series:
             self._latest.clear()
         self._latest[key] = (exemplar, value, timestamp)
+        self.changed = True
 
     def __len__(self) -> int:
         return len(self._latest)
@@ -91,6 +94,7 @@ class ExemplarMemory:
         scratch = path.with_suffix(".tmp")
         scratch.write_text(self.dump(), encoding="utf-8")
         scratch.replace(path)
+        self.changed = False
 
 
 def read_exemplars(directory: Path) -> dict[Key, Exemplar]:

@@ -399,7 +399,8 @@ class StatsBridge:
                         retire(metric, *gone, last=0.0 if family.mode == "livesum" else math.nan)
             self._written[family.name] = dict(now)
         memory = self._metrics.exemplar_memory
-        if self._exemplar_dir is not None and memory is not None and len(memory):
+        # Written when an exemplar came since the last write (up to 10,000 series each time).
+        if self._exemplar_dir is not None and memory is not None and memory.changed:
             try:
                 memory.write(self._exemplar_dir)
             except OSError as exc:
