@@ -128,7 +128,7 @@ def _log_sum(values: list[float]) -> float:
     if not values:
         return -math.inf
     top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
+    return top + math.log(sum(map(math.exp, [v - top for v in values])))
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +235,11 @@ class Detector:
         # An outcome of 1 loses the stake (gain -1); an outcome of 0 wins p0 / (1 - p0) times it.
         gain = (self._p0 - x) / self._scale
         moved = joined
+        sunk = False  # a wealth fell to the floor (only a bet moves a wealth)
         square = gain * gain
         log = math.log
+        # The hot loop of the drift detectors (every stream, every verdict): the two
+        # builtin calls of min(MAX_STAKE, max(0.0, stake)) are written as comparisons.
         for gambler in self._gamblers:
             # The wealth is multiplied by 1 + stake * gain (gain >= -1, stake <= 1/2).
             stake = gambler.stake
@@ -246,15 +249,19 @@ class Detector:
                 gambler.curvature += square
                 continue
             factor = 1.0 + stake * gain
-            gambler.log_wealth += log(factor)
+            wealth = gambler.log_wealth = gambler.log_wealth + log(factor)
+            if wealth <= _LOG_FLOOR:
+                sunk = True
             z = gain / factor
             curvature = gambler.curvature = gambler.curvature + z * z
-            gambler.stake = min(MAX_STAKE, max(0.0, stake + _ONS * z / curvature))
+            stake += _ONS * z / curvature
+            gambler.stake = 0.0 if stake <= 0.0 else MAX_STAKE if stake >= MAX_STAKE else stake
             moved = True
         if moved:
             # Unmoved wealths leave the floor and the sum as they were (a stable stream's
             # usual step: its stakes sit at 0 while outcomes come out at the reference).
-            self._gamblers = [g for g in self._gamblers if g.log_wealth > _LOG_FLOOR]
+            if sunk:
+                self._gamblers = [g for g in self._gamblers if g.log_wealth > _LOG_FLOOR]
             self._log_e = _log_sum([g.log_share + g.log_wealth for g in self._gamblers])
         if self._log_e < math.log(self.threshold):
             return None
