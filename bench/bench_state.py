@@ -11,6 +11,10 @@ about 1 means the operation does not scan the state.
 - ``assembler_evict``: a new trace arriving at a full trace buffer (the
   oldest is decided to make room), then ``due`` (every engine step calls
   it); small 1,000 open traces, large 50,000;
+- ``assembler_commit``: what a commit reads of the trace buffer (the lowest
+  offset per partition its open traces still need, spans and logs), after
+  a new trace took the place of the oldest; small 1,000 open traces over 12
+  partitions, large 50,000;
 - ``drift_verdict``: one verdict of four gated checks through the drift
   monitor (observe and settle), with 8 streams in all, and with 400 (100
   rubrics of 4 checks); the large state also holds an alarm waiting for its
@@ -67,6 +71,26 @@ def assembler_evict(open_traces: int) -> Callable[[], int]:
         for spans in arriving:
             assembler.add(spans, 1.0)
             assembler.due(1.0)
+        return len(arriving)
+
+    return run
+
+
+def assembler_commit(open_traces: int) -> Callable[[], int]:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=1e9, max_open_traces=open_traces)
+    for n in range(open_traces):
+        span = numbered_span(2, trace=n + 1, parent=1)
+        assembler.add([span], 0.0, RecordRef(n % 12, n))
+    arriving = [
+        (numbered_span(2, trace=open_traces + n + 1, parent=1), open_traces + n)
+        for n in range(2_000)
+    ]
+
+    def run() -> int:
+        for span, offset in arriving:
+            assembler.add([span], 1.0, RecordRef(offset % 12, offset))  # evicts the oldest
+            assembler.held_offsets()
+            assembler.held_log_offsets()
         return len(arriving)
 
     return run
@@ -129,6 +153,7 @@ def conversation_commit(conversations: int) -> Callable[[], int]:
 
 OPERATIONS: dict[str, tuple[Callable[[int], Callable[[], int]], int, int]] = {
     "assembler_evict": (assembler_evict, 1_000, 50_000),
+    "assembler_commit": (assembler_commit, 1_000, 50_000),
     "drift_verdict": (drift_verdict, 2, 100),
     "conversation_commit": (conversation_commit, 1_000, 100_000),
 }

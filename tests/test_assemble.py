@@ -1,13 +1,17 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sidecar.evaluate.conventions import ROOT_SPANS, RootSpans
+from sidecar.ingest import assemble
 from sidecar.ingest.assemble import Assembler
-from sidecar.model import DecideReason, RecordRef, Span, SpanKind, Trace
+from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
 from tests.builders import numbered_span, trace_id
 
 COMPLETE, MAX_AGE = DecideReason.COMPLETE, DecideReason.MAX_AGE
@@ -302,6 +306,55 @@ def test_held_offsets_is_lowest_offset_per_partition(
             [numbered_span(n + 1, trace=trace, parent=99)], 0, RecordRef(partition, offset)
         )
     assert assembler.held_offsets() == expected
+
+
+# One step of a buffer's life: spans or a log of a trace read at (partition, offset),
+# time passing (traces decided), a partition revoked.
+_STEPS = st.one_of(
+    st.tuples(st.just("span"), st.integers(1, 12), st.integers(0, 2), st.integers(0, 40)),
+    st.tuples(st.just("log"), st.integers(1, 12), st.integers(0, 2), st.integers(0, 40)),
+    st.tuples(st.just("wait"), st.integers(1, 12), st.integers(0, 2), st.integers(0, 40)),
+    st.tuples(st.just("revoke"), st.integers(1, 12), st.integers(0, 2), st.integers(0, 40)),
+)
+
+
+def _scanned(entries: Iterable[dict[int, int] | None]) -> dict[int, int]:
+    held: dict[int, int] = {}
+    for offsets in entries:
+        for partition, offset in (offsets or {}).items():
+            held[partition] = min(offset, held.get(partition, offset))
+    return held
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_STEPS, max_size=80), st.booleans())
+def test_the_held_offsets_kept_as_traces_come_and_go_are_a_scan_of_the_open_traces(
+    steps: list[tuple[str, int, int, int]], remade_often: bool
+) -> None:
+    # remade_often: the heaps are made again from the open traces at almost every read.
+    with mock.patch.object(assemble, "_REMAKE_FLOOR", 0 if remade_often else 1024):
+        _held_offsets_follow_the_open_traces(steps)
+
+
+def _held_offsets_follow_the_open_traces(steps: list[tuple[str, int, int, int]]) -> None:
+    assembler = Assembler(decision_wait=5.0, max_trace_age=30.0, max_open_traces=6)
+    now = 0.0
+    for kind, trace, partition, offset in steps:
+        ref = RecordRef(partition, offset)
+        if kind == "span":
+            root = trace % 3 == 0  # some traces have their root and are decided when quiet
+            span = numbered_span(1 if root else 2, trace=trace, parent=None if root else 1)
+            assembler.add([span], now, ref)
+        elif kind == "log":
+            assembler.add_logs([LogRecord(trace_id=trace_id(trace), span_id=None)], now, ref)
+        elif kind == "wait":
+            now += offset / 4
+            assembler.due(now)
+        else:
+            assembler.drop_partitions({partition})
+        open_entries = list(assembler._open.values())
+        assert assembler.held_offsets() == _scanned(e.first_offsets for e in open_entries)
+        assert assembler.held_log_offsets() == _scanned(e.first_log_offsets for e in open_entries)
 
 
 def test_decided_traces_release_their_offsets_and_carry_them() -> None:
