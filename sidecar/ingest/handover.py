@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,25 +65,36 @@ class Handover:
         self.max_ids = max_ids
         self._ours: dict[int, dict[bytes, _Early]] = {}
         self._inherited: dict[int, dict[bytes, float]] = {}
+        # Per partition, (expires, id) of every entry as it was set, earliest first: each
+        # commit expires what is due without reading the rest (an entry renewed since
+        # stays, its later time queued too).
+        self._ours_due: dict[int, list[tuple[float, bytes]]] = {}
+        self._inherited_due: dict[int, list[tuple[float, bytes]]] = {}
 
     def decided(self, trace: Trace, now: float) -> None:
         """Remember ``trace`` if it was decided early (its first offsets say where it began)."""
         if trace.reason not in EARLY:
             return
         key = _key(trace.trace_id)
+        expires = now + self.keep_s
         for partition, offset in trace.first_offsets.items():
-            self._ours.setdefault(partition, {})[key] = _Early(offset, now + self.keep_s)
+            self._ours.setdefault(partition, {})[key] = _Early(offset, expires)
+            heapq.heappush(self._ours_due.setdefault(partition, []), (expires, key))
 
     def metadata(self, partition: int, offset: int, now: float) -> tuple[int, str]:
         """The offset to commit for ``partition`` (``offset`` or lower) and its metadata."""
         self._expire(partition, now)
         inherited = list(self._inherited.get(partition, {}))
-        below = sorted(
-            (entry.first_offset, key)
-            for key, entry in self._ours.get(partition, {}).items()
-            if entry.first_offset < offset
-        )
         room = max(0, self.max_ids - len(inherited))
+        # The oldest that fit and the first one left out, without sorting them all.
+        below = heapq.nsmallest(
+            room + 1,
+            (
+                (entry.first_offset, key)
+                for key, entry in self._ours.get(partition, {}).items()
+                if entry.first_offset < offset
+            ),
+        )
         if len(below) > room:
             # The oldest fit; the commit stays at the first record of the first one left out,
             # so the next owner re-reads those whole.
@@ -98,8 +110,11 @@ class Handover:
         keys = _parse(metadata)
         if keys:
             entries = self._inherited.setdefault(partition, {})
+            due = self._inherited_due.setdefault(partition, [])
+            expires = now + self.keep_s
             for key in keys:
-                entries[key] = now + self.keep_s
+                entries[key] = expires
+                heapq.heappush(due, (expires, key))
         return len(keys)
 
     def partial(self, trace: Trace) -> bool:
@@ -111,14 +126,21 @@ class Handover:
         for partition in partitions:
             self._ours.pop(partition, None)
             self._inherited.pop(partition, None)
+            self._ours_due.pop(partition, None)
+            self._inherited_due.pop(partition, None)
 
     def _expire(self, partition: int, now: float) -> None:
-        ours = self._ours.get(partition, {})
-        for key in [k for k, e in ours.items() if e.expires <= now]:
-            del ours[key]
-        inherited = self._inherited.get(partition, {})
-        for key in [k for k, expires in inherited.items() if expires <= now]:
-            del inherited[key]
+        ours, due = self._ours.get(partition), self._ours_due.get(partition)
+        while ours is not None and due and due[0][0] <= now:
+            expires, key = heapq.heappop(due)
+            entry = ours.get(key)
+            if entry is not None and entry.expires == expires:
+                del ours[key]
+        inherited, due = self._inherited.get(partition), self._inherited_due.get(partition)
+        while inherited is not None and due and due[0][0] <= now:
+            expires, key = heapq.heappop(due)
+            if inherited.get(key) == expires:
+                del inherited[key]
 
 
 def _parse(metadata: str | None) -> list[bytes]:
