@@ -136,3 +136,29 @@ def test_the_settings_drift_block_gives_the_defaults_and_the_flags_override_it(
     assert main([*base, "--config", str(config), "--baseline", "600"]) == 1
     alarms = json.loads(capsys.readouterr().out)["alarms"]
     assert {a["attribution"] for a in alarms} == {"agent"}
+
+
+def test_streams_over_the_bound_are_retired_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v = tmp_path / "v.jsonl"
+    lines = [
+        {
+            "trace_id": f"{n:032x}",
+            "rubric_id": "r",
+            "rubric_version": "1",
+            "judge_model": "j",
+            "agent": "a",
+            "agent_version": f"v{n}",  # every verdict from a new agent version
+            "decided_at": f"2026-05-01T12:00:{n:02d}.000000Z",
+            "checks": [{"name": "k", "outcome": "PASS", "gate": True}],
+        }
+        for n in range(12)
+    ]
+    v.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = tmp_path / "sidecar.yaml"
+    config.write_text("drift:\n  max_streams: 3\n", encoding="utf-8")
+    assert main(["drift", "--verdicts", str(v), "--config", str(config), "--json", "-"]) == 0
+    _, err = capsys.readouterr()
+    assert "9 stream(s) were retired" in err
+    assert "3 streams and 8 agent versions" in err
