@@ -98,3 +98,17 @@ def test_the_streams_watched_and_retired_are_exposed() -> None:
     get = metrics.registry.get_sample_value
     assert get("sidecar_drift_streams") == 2
     assert get("sidecar_drift_streams_retired_total") == 1
+
+
+def test_a_cause_is_shown_for_one_guard_window_even_when_its_verdicts_stop() -> None:
+    clock = [0.0]
+    metrics = Metrics(CollectorRegistry(), drift=SETTINGS, monotonic=lambda: clock[0])
+    _feed(metrics, Scenario("agent", agent_drop=0.15), 1, hours=16)
+    assert _value(metrics, "sidecar_drift_attribution", cause="agent") == 1
+    # No verdict comes for the criterion any more (its rubric was removed, say). The
+    # decision (about 14.5 h) is held for one guard window (6 h), then the gauge lets go.
+    clock[0] += 3600.0
+    assert _value(metrics, "sidecar_drift_attribution", cause="agent") == 1
+    clock[0] += SETTINGS.guard_s
+    assert _value(metrics, "sidecar_drift_attribution", cause="agent") == 0
+    assert _value(metrics, "sidecar_drift_attribution", cause="none") == 1

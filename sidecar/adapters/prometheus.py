@@ -51,6 +51,7 @@ from sidecar.adapters.shadow_metrics import ShadowMetrics
 from sidecar.conversation.stage import ConversationStats
 from sidecar.drift.attribute import (
     CAUSES,
+    CriterionDrift,
     DriftMonitor,
     DriftSettings,
     Observation,
@@ -168,8 +169,14 @@ class Metrics:
         max_model_versions: int = 50,
         drift: DriftSettings | None = None,
         shadow: ShadowSettings | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        # Before any family: a scrape lets the drift attribution gauges catch up first.
+        self.registry.register(_DriftRefresh(self))
+        self._monotonic = monotonic
+        # (time of the latest drift observation, monotonic time it was fed).
+        self._drift_clock: tuple[float, float] | None = None
         self.max_agents = max_agents
         self.max_model_versions = max_model_versions
         self._agents: set[tuple[str, str]] = set()
@@ -520,6 +527,7 @@ class Metrics:
         for read in self._watched:
             value = read()
             found.extend(value if isinstance(value, list | tuple) else [value])
+        self.refresh_drift()
         samples = _samples(found, self._counted)
         samples["sidecar_drift_streams"][()] = float(len(self.drift.streams))
         samples["sidecar_drift_streams_retired_total"][()] = float(self.drift.retired)
@@ -697,8 +705,6 @@ class Metrics:
             siblings = monitor.siblings_of(base)
             fed = [s.passes.e_value for s in siblings if s.passes.seen]
             evidence = max(fed, default=stream.passes.e_value)
-            now = {s.current(observation.time) for s in siblings}
-            cause = "judge" if "judge" in now else "agent" if "agent" in now else "none"
             if shown.agent_value != evidence:
                 shown.agent_value = evidence
                 shown.agent.set(evidence)
@@ -707,10 +713,31 @@ class Metrics:
                 if shown.judge_value != judged:
                     shown.judge_value = judged
                     shown.judge.set(judged)
-            if shown.cause != cause:
-                shown.cause = cause
-                for label, child in zip(CAUSES, shown.causes, strict=True):
-                    child.set(float(label == cause))
+            shown.show_cause(siblings, observation.time)
+        self._drift_clock = (max(observation.time, self._drift_now()), self._monotonic())
+
+    def _drift_now(self) -> float:
+        """The detectors' clock: the latest observation's time, moved on since it came."""
+        if self._drift_clock is None:
+            return -math.inf
+        seen, at = self._drift_clock
+        return seen + max(0.0, self._monotonic() - at)
+
+    def refresh_drift(self) -> None:
+        """Let the attribution gauges drop a cause whose guard window has passed.
+
+        A decision is shown for one guard window; a criterion that sees no more
+        verdicts (its rubric removed, its traffic stopped) must not show it for
+        ever, or its alert would never resolve. Run at every scrape (and every
+        sync of a worker): the detectors' clock, the time of the latest
+        observation, is moved on by the time that has passed since.
+        """
+        if self._drift_clock is None:
+            return
+        now = self._drift_now()
+        monitor = self.drift
+        for base, shown in self._drift_children.items():
+            shown.show_cause(monitor.siblings_of(base), now)
 
     def _canary(self, run: CanaryRan) -> None:
         self.canary_runs.labels(
@@ -868,6 +895,15 @@ class _DriftSeries:
     agent_value: float | None = None
     judge_value: float | None = None
     cause: str = ""
+
+    def show_cause(self, siblings: Sequence[CriterionDrift], now: float) -> None:
+        """The gravest cause held now by any of the criterion's agent versions' streams."""
+        held = {s.current(now) for s in siblings}
+        cause = "judge" if "judge" in held else "agent" if "agent" in held else "none"
+        if self.cause != cause:
+            self.cause = cause
+            for label, child in zip(CAUSES, self.causes, strict=True):
+                child.set(float(label == cause))
 
 
 def record_verdict(metrics: Metrics, verdict: Verdict, span_id: str | None = None) -> None:
@@ -1180,6 +1216,20 @@ def _samples(found: Sequence[object], counted: Samples) -> Samples:
         if not family.labels and family.kind == "counter" and () not in out[family.name]:
             out[family.name][()] = 0.0
     return out
+
+
+class _DriftRefresh:
+    """A collector with no samples, registered first: each scrape refreshes the drift causes."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        self._metrics.refresh_drift()
+        return iter(())
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
 
 
 class _StatsCollector:
