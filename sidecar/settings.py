@@ -342,8 +342,9 @@ class DriftSectionSettings(_Section):
     ``canary_every``. An agent alarm waits ``guard_s`` seconds for a judge
     alarm before it is the agent's. ``tolerance`` is subtracted from each
     reference (moves smaller than it are not alarmed). At most
-    ``max_streams`` streams are watched; a new stream over the bound retires
-    the least recently fed one (``sidecar.drift.attribute.DriftMonitor``).
+    ``max_streams`` streams are watched; a stream fed nothing for a week is
+    retired, and while the bound is full the results of further streams are
+    left out and counted (``sidecar.drift.attribute.DriftMonitor``).
     """
 
     alpha: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.01

@@ -357,6 +357,18 @@ def _held_offsets_follow_the_open_traces(steps: list[tuple[str, int, int, int]])
         assert assembler.held_log_offsets() == _scanned(e.first_log_offsets for e in open_entries)
 
 
+def test_the_held_offsets_stay_bounded_when_nobody_reads_them() -> None:
+    # A reader that never commits (backfill) still gets its traces decided: the heaps
+    # are made again on a push once stale entries outnumber the open traces.
+    assembler = Assembler(decision_wait=0.0, max_trace_age=1e9)
+    for n in range(1, 20_001):
+        assembler.add([numbered_span(1, trace=n)], float(n), RecordRef(n % 3, n))
+        assembler.due(float(n))
+    held = assembler._held_spans._heaps
+    assert sum(map(len, held.values())) <= 4 * assemble._REMAKE_FLOOR + 1
+    assert assembler.held_offsets() == {}
+
+
 def test_decided_traces_release_their_offsets_and_carry_them() -> None:
     assembler = Assembler(decision_wait=5.0)
     assembler.add([numbered_span(1, trace=1)], 0, RecordRef(0, 3))

@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 
 from sidecar.drift.attribute import (
-    MAX_VERSIONS,
+    RETIRE_AFTER_S,
     CriterionDrift,
     Decision,
     DriftMonitor,
@@ -169,58 +169,59 @@ def test_a_bounded_monitor_keeps_its_latest_decisions() -> None:
     assert list(bounded.decisions) == list(whole.decisions)[-2:]
 
 
-def test_streams_over_the_cap_retire_the_least_recently_fed() -> None:
+def test_streams_over_the_cap_are_dropped_and_counted() -> None:
     monitor = DriftMonitor(dataclasses.replace(SETTINGS, max_streams=2))
-    for name in ("a", "b", "a", "c", "d"):
+    for name in ("a", "b", "c", "d", "a"):
         monitor.observe(Observation(0.0, "r", "trace", (("criterion", name, Outcome.PASS),)))
-    assert [k.name for k in monitor.streams] == ["c", "d"]
-    assert monitor.retired == 2
-    # A retired stream fed again starts over.
-    monitor.observe(Observation(0.0, "r", "trace", (("criterion", "a", Outcome.PASS),)))
-    assert monitor.streams[StreamKey("r", "criterion", "a")].passes.seen == 1
-    assert monitor.retired == 3
+    assert [k.name for k in monitor.streams] == ["a", "b"]
+    assert monitor.streams[StreamKey("r", "criterion", "a")].passes.seen == 2
+    assert (monitor.dropped, monitor.retired) == (2, 0)
 
 
-def test_a_criterion_keeps_its_most_recently_fed_agent_versions() -> None:
-    monitor = DriftMonitor(SETTINGS)
-    for version in range(MAX_VERSIONS + 3):
-        for _ in range(3):
-            monitor.observe(
-                Observation(
-                    0.0,
-                    "r",
-                    "trace",
-                    (("criterion", "c", Outcome.PASS),),
-                    agent_version=f"v{version}",
-                )
-            )
-        # The first version keeps serving beside the new ones.
+def test_a_stream_fed_nothing_for_a_week_is_retired_and_makes_room() -> None:
+    monitor = DriftMonitor(dataclasses.replace(SETTINGS, max_streams=2))
+    for version in ("v1", "v2"):
         monitor.observe(
-            Observation(0.0, "r", "trace", (("criterion", "c", Outcome.PASS),), agent_version="v0")
+            Observation(0.0, "r", "trace", (("check", "k", Outcome.PASS),), agent_version=version)
         )
-    versions = [s.key.agent_version for s in monitor.siblings(StreamKey("r", "criterion", "c"))]
-    assert len(versions) == MAX_VERSIONS
-    assert "v0" in versions
-    assert f"v{MAX_VERSIONS + 2}" in versions
-    assert "v1" not in versions
-    assert monitor.retired == 3
+    # v2 keeps serving; v1 stops.
+    later = RETIRE_AFTER_S - 1.0
+    monitor.observe(
+        Observation(later, "r", "trace", (("check", "k", Outcome.PASS),), agent_version="v2")
+    )
+    monitor.observe(
+        Observation(later, "r", "trace", (("check", "k", Outcome.PASS),), agent_version="v3")
+    )
+    assert monitor.dropped == 1  # both in use: v3 waits
+    monitor.observe(
+        Observation(
+            RETIRE_AFTER_S + 1.0, "r", "trace", (("check", "k", Outcome.PASS),), agent_version="v3"
+        )
+    )
+    versions = [s.key.agent_version for s in monitor.siblings(StreamKey("r", "check", "k"))]
+    assert versions == ["v2", "v3"]
+    assert (monitor.retired, monitor.dropped) == (1, 1)
+    assert monitor.take_gone() == []  # the check still has streams
 
 
 def test_a_retired_stream_decides_its_waiting_alarm() -> None:
-    settings = dataclasses.replace(SETTINGS, baseline=100, every=50, max_streams=1)
+    settings = dataclasses.replace(SETTINGS, baseline=100, every=50, guard_s=2 * RETIRE_AFTER_S)
     monitor = DriftMonitor(settings)
     key = StreamKey("r", "criterion", "c")
+    t = 0.0
     for i in range(2000):
+        t = float(i)
         outcome = Outcome.PASS if i < 100 or i % 2 == 0 else Outcome.FAIL
-        monitor.observe(Observation(float(i), "r", "trace", (("criterion", "c", outcome),)))
+        monitor.observe(Observation(t, "r", "trace", (("criterion", "c", outcome),)))
         if monitor.streams[key].pending:
             break
-    # Another criterion takes the only place: the waiting alarm is decided, not lost.
-    (decided,) = monitor.observe(
-        Observation(5000.0, "r", "trace", (("criterion", "other", Outcome.PASS),))
-    )
+    # The criterion sees no verdict for a week: its stream goes, and the alarm is decided.
+    later = Observation(t + RETIRE_AFTER_S, "r", "trace", (("criterion", "other", Outcome.PASS),))
+    (decided,) = monitor.observe(later)
     assert (decided.key, decided.attribution) == (key, "agent")
-    assert monitor.settle(1e9) == []
+    assert key not in monitor.streams
+    assert monitor.take_gone() == [key]
+    assert monitor.settle(t + 3 * RETIRE_AFTER_S) == []
 
 
 def test_the_drift_settings_block_defaults_to_the_detectors_defaults() -> None:

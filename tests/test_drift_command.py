@@ -138,7 +138,7 @@ def test_the_settings_drift_block_gives_the_defaults_and_the_flags_override_it(
     assert {a["attribution"] for a in alarms} == {"agent"}
 
 
-def test_streams_over_the_bound_are_retired_with_a_warning(
+def test_streams_over_the_bound_are_left_out_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     v = tmp_path / "v.jsonl"
@@ -149,7 +149,7 @@ def test_streams_over_the_bound_are_retired_with_a_warning(
             "rubric_version": "1",
             "judge_model": "j",
             "agent": "a",
-            "agent_version": f"v{n}",  # every verdict from a new agent version
+            "agent_version": f"v{n % 4}",  # four agent versions serving at once
             "decided_at": f"2026-05-01T12:00:{n:02d}.000000Z",
             "checks": [{"name": "k", "outcome": "PASS", "gate": True}],
         }
@@ -160,5 +160,4 @@ def test_streams_over_the_bound_are_retired_with_a_warning(
     config.write_text("drift:\n  max_streams: 3\n", encoding="utf-8")
     assert main(["drift", "--verdicts", str(v), "--config", str(config), "--json", "-"]) == 0
     _, err = capsys.readouterr()
-    assert "9 stream(s) were retired" in err
-    assert "3 streams and 8 agent versions" in err
+    assert "more than 3 streams in use; 3 results of the rest were left out" in err

@@ -7,7 +7,7 @@ import dataclasses
 from prometheus_client import CollectorRegistry
 
 from sidecar.adapters.prometheus import Metrics
-from sidecar.drift.attribute import DriftSettings, Observation
+from sidecar.drift.attribute import RETIRE_AFTER_S, DriftSettings, Observation
 from sidecar.model import CriterionResult, Outcome
 from sidecar.telemetry import CanaryRan, VerdictEmitted
 from tests.builders import metric_verdict
@@ -87,17 +87,23 @@ def test_a_silent_judge_bump_shows_as_judge_and_never_as_agent() -> None:
     )
 
 
-def test_the_streams_watched_and_retired_are_exposed() -> None:
+def test_the_streams_watched_retired_and_dropped_are_exposed() -> None:
     metrics = Metrics(CollectorRegistry(), drift=dataclasses.replace(SETTINGS, max_streams=2))
-    for n, rubric in enumerate(("a", "b", "c")):
+    times = (0.0, 0.0, 1.0, RETIRE_AFTER_S + 1.0)  # rubric a's stream is idle by the last
+    for n, (rubric, at) in enumerate(zip(("a", "b", "c", "c"), times, strict=True)):
         v = metric_verdict(trace_id=f"{n:032x}", rubric_id=rubric, checks=[], criteria=[])
         v = dataclasses.replace(
-            v, criteria=(CriterionResult("c", Outcome.PASS),), decided_at=1_000_000_000 * (n + 1)
+            v, criteria=(CriterionResult("c", Outcome.PASS),), decided_at=int(at * 1e9)
         )
         metrics.event(VerdictEmitted(v, None, False))
     get = metrics.registry.get_sample_value
-    assert get("sidecar_drift_streams") == 2
-    assert get("sidecar_drift_streams_retired_total") == 1
+    assert get("sidecar_drift_streams") == 1  # c, after a and b made room
+    assert get("sidecar_drift_results_dropped_total") == 1  # c's first, both in use
+    assert get("sidecar_drift_streams_retired_total") == 2  # a and b, idle for a week
+    # The retired criteria's series are gone with them.
+    evalue = {"criterion": "c", "stream": "agent"}
+    assert get("sidecar_drift_evalue", {"rubric": "a", **evalue}) is None
+    assert get("sidecar_drift_evalue", {"rubric": "c", **evalue}) is not None
 
 
 def test_a_cause_is_shown_for_one_guard_window_even_when_its_verdicts_stop() -> None:

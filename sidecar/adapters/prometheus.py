@@ -531,6 +531,7 @@ class Metrics:
         samples = _samples(found, self._counted)
         samples["sidecar_drift_streams"][()] = float(len(self.drift.streams))
         samples["sidecar_drift_streams_retired_total"][()] = float(self.drift.retired)
+        samples["sidecar_drift_results_dropped_total"][()] = float(self.drift.dropped)
         return samples
 
     def _count(self, name: str, *labels: str, amount: float = 1.0) -> None:
@@ -685,6 +686,15 @@ class Metrics:
                 "-" if d.judge_e_value is None else f"{d.judge_e_value:.1f}",
                 d.reason,
             )
+        for base in monitor.take_gone():
+            # A check or criterion with no stream left (retired): its series go too.
+            if self._drift_children.pop(base, None) is not None:
+                for stream_label in ("agent", "judge"):
+                    retire(self.drift_evalue, base.rubric, base.name, stream_label, last=math.nan)
+                for cause in CAUSES:
+                    retire(self.drift_attribution, base.rubric, base.name, cause, last=math.nan)
+        self._drift_clock = (max(observation.time, self._drift_now()), self._monotonic())
+        now = self._drift_now()
         rubric = observation.rubric
         # The streams the observation fed: a verdict's are its agent version's; a canary
         # case's, the criterion's own.
@@ -692,7 +702,7 @@ class Metrics:
             base = stream.base
             shown = self._drift_children.get(base)
             if shown is None:
-                # Bounded as the monitor's streams are (max_streams).
+                # Bounded as the monitor's streams are (max_streams), and gone with them.
                 name = base.name
                 shown = self._drift_children[base] = _DriftSeries(
                     self.drift_evalue.labels(rubric, name, "agent"),
@@ -713,8 +723,9 @@ class Metrics:
                 if shown.judge_value != judged:
                     shown.judge_value = judged
                     shown.judge.set(judged)
-            shown.show_cause(siblings, observation.time)
-        self._drift_clock = (max(observation.time, self._drift_now()), self._monotonic())
+            # On the detectors' clock, which never goes back: a verdict decided out of
+            # order does not bring back a cause a scrape has already let go.
+            shown.show_cause(siblings, now)
 
     def _drift_now(self) -> float:
         """The detectors' clock: the latest observation's time, moved on since it came."""
@@ -1052,8 +1063,14 @@ STAT_FAMILIES: tuple[StatFamily, ...] = (
     ),
     StatFamily(
         "sidecar_drift_streams_retired_total",
-        "Drift streams retired to stay within drift.max_streams or the agent versions kept "
-        "per check or criterion (the least recently fed first).",
+        "Drift streams retired after a week without a verdict (an agent version that stopped "
+        "serving, a check or criterion removed).",
+        "counter",
+    ),
+    StatFamily(
+        "sidecar_drift_results_dropped_total",
+        "Check and criterion results not fed to a drift detector: drift.max_streams streams "
+        "were in use.",
         "counter",
     ),
     StatFamily(

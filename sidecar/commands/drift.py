@@ -33,7 +33,7 @@ from sidecar.commands._io import consoles, read_lines, write_output
 from sidecar.drift.attribute import (
     DEFAULT_CANARY_BASELINE,
     DEFAULT_GUARD_S,
-    MAX_VERSIONS,
+    RETIRE_AFTER_S,
     Decision,
     DriftMonitor,
     DriftSettings,
@@ -192,10 +192,15 @@ def run(args: argparse.Namespace) -> int:
         )
     if monitor.retired:
         err.print(
-            f"[yellow]warning:[/] {monitor.retired} stream(s) were retired to stay within "
-            f"{settings.max_streams} streams and {MAX_VERSIONS} agent versions per check or "
-            "criterion (the least recently fed first); a retired stream fed again started "
-            "over with a new baseline",
+            f"[yellow]warning:[/] {monitor.retired} stream(s) were retired after "
+            f"{RETIRE_AFTER_S / 86400:.0f} days without a verdict; one fed again started over "
+            "with a new baseline",
+            highlight=False,
+        )
+    if monitor.dropped:
+        err.print(
+            f"[yellow]warning:[/] more than {settings.max_streams} streams in use; "
+            f"{monitor.dropped} results of the rest were left out",
             highlight=False,
         )
     if args.json_out:

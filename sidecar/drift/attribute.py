@@ -75,8 +75,9 @@ DEFAULT_GUARD_S = 6 * 3600.0
 DEFAULT_CANARY_BASELINE = 400
 DEFAULT_CANARY_EVERY = 100
 DEFAULT_MAX_STREAMS = 500
-# Agent versions watched per check or criterion (the ones fed most recently).
-MAX_VERSIONS = 8
+# A stream fed nothing for this long (observation time) is retired: an agent version
+# that stopped serving, a check or criterion that was removed.
+RETIRE_AFTER_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,8 +399,7 @@ class Observation:
 
 
 class DriftMonitor:
-    """Every stream's :class:`CriterionDrift`: at most ``max_streams`` of them, and at most
-    :data:`MAX_VERSIONS` agent versions of one check or criterion.
+    """Every stream's :class:`CriterionDrift`, at most ``max_streams`` of them.
 
     Verdicts that name their agent version feed that version's streams, so two
     versions serving at once are not blended into one rate. A new version's
@@ -407,12 +407,13 @@ class DriftMonitor:
     that criterion (:meth:`CriterionDrift.inherit`). Canary cases feed the
     criterion's judge stream, shared by all its versions' streams.
 
-    A service runs for months while agent versions come and go, so a stream
-    over either bound makes room by retiring the least recently fed one (of
-    the criterion's versions, else of all): the versions that serve now stay
-    watched. An alarm the retired stream held is decided then, with what is
-    known (as at the end of input). ``retired`` counts them; a retired
-    stream that is fed again starts over with a new baseline.
+    A service runs for months while agent versions come and go: a stream fed
+    nothing for :data:`RETIRE_AFTER_S` (a week of observation time) is
+    retired, so the bound holds the streams that serve now. An alarm it held
+    is decided then, with what is known (as at the end of input); a retired
+    stream fed again starts over with a new baseline. Only while
+    ``max_streams`` streams are all in use are the results of a further
+    stream left out (``dropped`` counts them).
     """
 
     def __init__(
@@ -420,7 +421,8 @@ class DriftMonitor:
     ) -> None:
         self.settings = settings or DriftSettings()
         self.streams: dict[StreamKey, CriterionDrift] = {}
-        self.retired = 0  # streams let go to stay within the bounds
+        self.retired = 0  # streams fed nothing for RETIRE_AFTER_S, let go
+        self.dropped = 0  # results of streams over the cap, left out
         # The decisions so far, oldest first; the latest ``remember`` of them when bounded
         # (a service runs for months; ``sidecar drift`` reads every one of a file's).
         self.decisions: deque[Decision] = deque(maxlen=remember)
@@ -431,30 +433,30 @@ class DriftMonitor:
         # without making a key; and those the latest observation fed, in its order.
         self._by_fields: dict[tuple[str, Kind, str, str, str], CriterionDrift] = {}
         self.fed: list[CriterionDrift] = []
-        # Every stream, the least recently fed first (the next to retire).
-        self._recent: OrderedDict[StreamKey, CriterionDrift] = OrderedDict()
+        # Every stream and when it was last fed, the least recently fed first.
+        self._last_fed: OrderedDict[StreamKey, float] = OrderedDict()
         # The streams holding an agent alarm that waits for its guard window, and when
         # each stream was made (``settle`` decides them in that order, as it always did).
         self._waiting: dict[StreamKey, CriterionDrift] = {}
         self._made: dict[StreamKey, int] = {}
         self._count = 0
-        # Decisions of alarms held by streams retired during an observation.
+        # Decisions of alarms held by streams retired during an observation, and the
+        # checks and criteria left without any stream (their gauges go too).
         self._retired_decisions: list[Decision] = []
+        self._gone: list[StreamKey] = []
 
-    def _stream(self, key: StreamKey) -> CriterionDrift:
+    def _stream(self, key: StreamKey) -> CriterionDrift | None:
         found = self.streams.get(key)
         if found is None:
             s = self.settings
-            versions = self._versions.get(key.base)
-            if versions is not None and len(versions) >= MAX_VERSIONS:
-                self._retire(next(iter(versions.values())), f"its {MAX_VERSIONS} agent versions")
             if len(self.streams) >= s.max_streams:
-                self._retire(next(iter(self._recent.values())), f"{s.max_streams} streams")
+                self.dropped += 1
+                return None
             watch = self._watches.get(key.base)
             if watch is None:
                 judge = Detector(s.alpha, "up", s.canary_baseline, s.canary_every, s.tolerance)
                 watch = self._watches[key.base] = JudgeWatch(judge)
-            found = self.streams[key] = self._recent[key] = CriterionDrift(key, s, watch)
+            found = self.streams[key] = CriterionDrift(key, s, watch)
             self._made[key] = self._count
             self._count += 1
             versions = self._versions.setdefault(key.base, {})
@@ -465,11 +467,20 @@ class DriftMonitor:
             versions[key.agent_version] = found
         return found
 
-    def _retire(self, stream: CriterionDrift, among: str) -> None:
+    def _retire_idle(self, now: float) -> None:
+        """Retire the streams fed nothing since ``now - RETIRE_AFTER_S``."""
+        last_fed = self._last_fed
+        while last_fed:
+            key, fed_at = next(iter(last_fed.items()))
+            if now - fed_at < RETIRE_AFTER_S:
+                return
+            self._retire(self.streams[key])
+
+    def _retire(self, stream: CriterionDrift) -> None:
         key = stream.key
         self._retired_decisions += stream.finish()
         self.retired += 1
-        del self.streams[key], self._recent[key], self._made[key]
+        del self.streams[key], self._last_fed[key], self._made[key]
         self._waiting.pop(key, None)
         self._by_fields.pop((key.rubric, key.kind, key.name, key.scope, key.agent_version), None)
         versions = self._versions[key.base]
@@ -477,25 +488,31 @@ class DriftMonitor:
         if not versions:
             # The criterion has no stream left: its judge stream goes with them.
             del self._versions[key.base], self._watches[key.base]
+            self._gone.append(key.base)
         log.info(
-            "drift: stream %s %s %s (%s%s) retired, the least recently fed of %s",
+            "drift: stream %s %s %s (%s%s) retired: fed nothing for %.0f days",
             key.rubric,
             key.kind,
             key.name,
             key.scope,
             f", agent version {key.agent_version}" if key.agent_version else "",
-            among,
+            RETIRE_AFTER_S / 86400,
         )
+
+    def take_gone(self) -> list[StreamKey]:
+        """The base keys of the checks and criteria whose last stream was retired since."""
+        gone, self._gone = self._gone, []
+        return gone
 
     def _stream_of(
         self, rubric: str, kind: Kind, name: str, scope: str, version: str
-    ) -> CriterionDrift:
+    ) -> CriterionDrift | None:
         fields = (rubric, kind, name, scope, version)
         found = self._by_fields.get(fields)
         if found is None:
-            found = self._by_fields[fields] = self._stream(StreamKey(*fields))
-        else:
-            self._recent.move_to_end(found.key)
+            found = self._stream(StreamKey(*fields))
+            if found is not None:
+                self._by_fields[fields] = found
         return found
 
     def siblings(self, key: StreamKey) -> list[CriterionDrift]:
@@ -518,8 +535,16 @@ class DriftMonitor:
         self.fed = fed
         # Canary cases feed the criterion's judge stream, whatever agent they came from.
         version = (o.agent_version or "") if o.labels is None else ""
+        self._retire_idle(o.time)
+        last_fed = self._last_fed
         for kind, name, outcome in o.results:
             stream = self._stream_of(o.rubric, kind, name, o.scope, version)
+            if stream is None:
+                continue
+            key = stream.key
+            if last_fed.get(key, o.time) <= o.time:  # out of order: keeps its later time
+                last_fed[key] = o.time
+            last_fed.move_to_end(key)
             fed.append(stream)
             if o.labels is None:
                 self._fed(stream)

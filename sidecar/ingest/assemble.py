@@ -218,8 +218,8 @@ class Assembler:
         # last resized (27 µs against 0.3 per eviction at 50,000 open traces).
         self._open: OrderedDict[str, _Open] = OrderedDict()
         # The lowest first offsets of the open traces, per partition (held_offsets).
-        self._held_spans = _HeldOffsets()
-        self._held_logs = _HeldOffsets()
+        self._held_spans = _HeldOffsets(self._open, _span_offsets)
+        self._held_logs = _HeldOffsets(self._open, _log_offsets)
         self._quiet: OrderedDict[str, None] = OrderedDict()
         self._decided: OrderedDict[str, None] = OrderedDict()
         # The record add_record is reading, and its spans not yet in their traces' parts.
@@ -459,11 +459,11 @@ class Assembler:
 
     def held_offsets(self) -> dict[int, int]:
         """Lowest offset per partition still needed by an undecided trace."""
-        return self._held_spans.lowest(self._open, _span_offsets)
+        return self._held_spans.lowest()
 
     def held_log_offsets(self) -> dict[int, int]:
         """Lowest logs-topic offset per partition still needed by an undecided trace."""
-        return self._held_logs.lowest(self._open, _log_offsets)
+        return self._held_logs.lowest()
 
     def _forget(self, trace_id: str) -> None:
         del self._open[trace_id]
@@ -510,26 +510,30 @@ class _HeldOffsets:
     for it took 26 ms at 50,000. Each partition keeps a heap of (offset,
     trace id), pushed when a trace's first offset there is set or lowered.
     Entries of decided traces, or offsets since lowered, are dropped when they
-    come to the top; when such entries outnumber the open traces several
-    times over, the heaps are made again from the open traces, so they stay
-    within a few entries per open trace.
+    come to the top; when the entries pushed outnumber the open traces four
+    to one, the heaps are made again from the open traces (on a read or a
+    push), so they stay within a few entries per open trace.
     """
 
-    __slots__ = ("_heaps", "_pushed")
+    __slots__ = ("_heaps", "_offsets_of", "_open", "_pushed")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, open_traces: Mapping[str, _Open], offsets_of: Callable[[_Open], Mapping[int, int]]
+    ) -> None:
+        self._open = open_traces
+        self._offsets_of = offsets_of
         self._heaps: dict[int, list[tuple[int, str]]] = {}
         self._pushed = 0  # entries pushed since the heaps were last made
 
     def lowered(self, ref: RecordRef, trace_id: str) -> None:
+        # Made again here too: a reader that never commits (backfill) never reads them.
+        if self._pushed > 4 * max(len(self._open), _REMAKE_FLOOR):
+            self._remake()
         heapq.heappush(self._heaps.setdefault(ref.partition, []), (ref.offset, trace_id))
         self._pushed += 1
 
-    def lowest(
-        self, open_traces: Mapping[str, _Open], offsets_of: Callable[[_Open], Mapping[int, int]]
-    ) -> dict[int, int]:
-        if self._pushed > 4 * max(len(open_traces), _REMAKE_FLOOR):
-            self._remake(open_traces, offsets_of)
+    def lowest(self) -> dict[int, int]:
+        open_traces, offsets_of = self._open, self._offsets_of
         held: dict[int, int] = {}
         for partition, heap in list(self._heaps.items()):
             while heap:
@@ -543,12 +547,10 @@ class _HeldOffsets:
                 del self._heaps[partition]
         return held
 
-    def _remake(
-        self, open_traces: Mapping[str, _Open], offsets_of: Callable[[_Open], Mapping[int, int]]
-    ) -> None:
+    def _remake(self) -> None:
         heaps: dict[int, list[tuple[int, str]]] = {}
-        for trace_id, entry in open_traces.items():
-            for partition, offset in offsets_of(entry).items():
+        for trace_id, entry in self._open.items():
+            for partition, offset in self._offsets_of(entry).items():
                 heaps.setdefault(partition, []).append((offset, trace_id))
         for heap in heaps.values():
             heapq.heapify(heap)
