@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 from sidecar.conversation.merged import conversation_transcript
 from sidecar.evaluate.rubric import ConversationSpec
+from sidecar.ingest.offsets import lower
 from sidecar.model import Flag, RecordRef, Transcript
 from sidecar.wire.turn_records import TurnRecord
 
@@ -321,9 +322,7 @@ class ConversationStore:
         )
         self._held_turns += 1
         if ref is not None:
-            lowest = conversation.lowest
-            if ref.offset < lowest.get(ref.partition, ref.offset + 1):
-                lowest[ref.partition] = ref.offset
+            lower(conversation.lowest, ref)
         conversation.last_at = now
         self._open.move_to_end(key)
         # One entry per conversation: a later turn only moves its deadline later, and the

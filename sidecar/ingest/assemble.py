@@ -55,6 +55,7 @@ from sidecar.ingest.decode import (
     decode_held,
     scan_record,
 )
+from sidecar.ingest.offsets import lower
 from sidecar.ingest.packed import PackedLogs
 from sidecar.model import DecideReason, LogRecord, RecordRef, Span, SpanKind, Trace
 
@@ -325,7 +326,7 @@ class Assembler:
         entry.spans += 1
         entry.changed()
         self._touch(entry, now)
-        if ref is not None and _lower(entry.first_offsets, ref):
+        if ref is not None and lower(entry.first_offsets, ref):
             self._held_spans.lowered(ref, entry.trace_id)
         self._check_limit(entry, early)
 
@@ -361,7 +362,7 @@ class Assembler:
             if ref is not None:
                 if entry.first_log_offsets is None:
                     entry.first_log_offsets = {}
-                if _lower(entry.first_log_offsets, ref):
+                if lower(entry.first_log_offsets, ref):
                     self._held_logs.lowered(ref, entry.trace_id)
             self._check_limit(entry, early)
         for trace_id, (entry, start) in fed.items():
@@ -483,14 +484,6 @@ class Assembler:
         return trace
 
 
-def _lower(first_offsets: dict[int, int], ref: RecordRef) -> bool:
-    """Take ``ref`` as a trace's first offset in its partition if it is lower; whether it was."""
-    if ref.offset < first_offsets.get(ref.partition, ref.offset + 1):
-        first_offsets[ref.partition] = ref.offset
-        return True
-    return False
-
-
 def _span_offsets(entry: _Open) -> Mapping[int, int]:
     return entry.first_offsets
 
@@ -506,13 +499,13 @@ _REMAKE_FLOOR = 1024
 class _HeldOffsets:
     """The lowest first offset per partition over the open traces, kept as they are fed.
 
-    A commit (every ``commit_interval_s``) needs it; reading every open trace
-    for it took 26 ms at 50,000. Each partition keeps a heap of (offset,
-    trace id), pushed when a trace's first offset there is set or lowered.
-    Entries of decided traces, or offsets since lowered, are dropped when they
-    come to the top; when the entries pushed outnumber the open traces four
-    to one, the heaps are made again from the open traces (on a read or a
-    push), so they stay within a few entries per open trace.
+    A commit (every ``commit_interval_s``) needs it, without reading every
+    open trace. Each partition keeps a heap of (offset, trace id), pushed
+    when a trace's first offset there is set or lowered. Entries of decided
+    traces, or offsets since lowered, are dropped when they come to the top;
+    when the entries pushed outnumber the open traces four to one, the next
+    push makes the heaps again from the open traces, so they stay within a
+    few entries per open trace.
     """
 
     __slots__ = ("_heaps", "_offsets_of", "_open", "_pushed")

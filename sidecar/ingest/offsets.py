@@ -16,6 +16,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 
+from sidecar.model import RecordRef
+
+
+def lower(first_offsets: dict[int, int], ref: RecordRef) -> bool:
+    """Take ``ref`` as the first offset in its partition if it is lower; whether it was."""
+    if ref.offset < first_offsets.get(ref.partition, ref.offset + 1):
+        first_offsets[ref.partition] = ref.offset
+        return True
+    return False
+
 
 class OffsetTracker:
     def __init__(self) -> None:
