@@ -30,8 +30,9 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sidecar.model import DecideReason, Trace
 
@@ -41,6 +42,8 @@ __all__ = ["EARLY", "Handover"]
 EARLY = frozenset(
     {DecideReason.SHUTDOWN, DecideReason.MAX_AGE, DecideReason.EVICTED, DecideReason.SPAN_LIMIT}
 )
+
+V = TypeVar("V")
 
 _PREFIX = "sidecar-handover/1 "
 _ID_BYTES = 8
@@ -130,17 +133,30 @@ class Handover:
             self._inherited_due.pop(partition, None)
 
     def _expire(self, partition: int, now: float) -> None:
-        ours, due = self._ours.get(partition), self._ours_due.get(partition)
-        while ours is not None and due and due[0][0] <= now:
-            expires, key = heapq.heappop(due)
-            entry = ours.get(key)
-            if entry is not None and entry.expires == expires:
-                del ours[key]
-        inherited, due = self._inherited.get(partition), self._inherited_due.get(partition)
-        while inherited is not None and due and due[0][0] <= now:
-            expires, key = heapq.heappop(due)
-            if inherited.get(key) == expires:
-                del inherited[key]
+        ours = self._ours.get(partition)
+        if ours is not None:
+            _expire(ours, self._ours_due.get(partition), now, _early_expires)
+        inherited = self._inherited.get(partition)
+        if inherited is not None:
+            _expire(inherited, self._inherited_due.get(partition), now, float)
+
+
+def _early_expires(entry: _Early) -> float:
+    return entry.expires
+
+
+def _expire(
+    entries: dict[bytes, V],
+    due: list[tuple[float, bytes]] | None,
+    now: float,
+    expires_of: Callable[[V], float],
+) -> None:
+    """Drop the entries due by ``now``; a queued time an entry was since renewed past is skipped."""
+    while due and due[0][0] <= now:
+        expires, key = heapq.heappop(due)
+        entry = entries.get(key)
+        if entry is not None and expires_of(entry) == expires:
+            del entries[key]
 
 
 def _parse(metadata: str | None) -> list[bytes]:
