@@ -142,11 +142,11 @@ JUDGE_DURATION_BUCKETS = (
     120.0,
 )
 
-# From a trace's end to its verdict (the decision wait, judging, queueing).
 # The service's drift monitor remembers its latest decisions only (each is also a log
 # line and a count in sidecar_drift_alarms_total).
 DRIFT_DECISIONS_KEPT = 1000
 
+# From a trace's end to its verdict (the decision wait, judging, queueing).
 VERDICT_LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -527,7 +527,6 @@ class Metrics:
         for read in self._watched:
             value = read()
             found.extend(value if isinstance(value, list | tuple) else [value])
-        self.refresh_drift()
         samples = _samples(found, self._counted)
         samples["sidecar_drift_streams"][()] = float(len(self.drift.streams))
         samples["sidecar_drift_streams_retired_total"][()] = float(self.drift.retired)
@@ -693,8 +692,8 @@ class Metrics:
                     retire(self.drift_evalue, base.rubric, base.name, stream_label, last=math.nan)
                 for cause in CAUSES:
                     retire(self.drift_attribution, base.rubric, base.name, cause, last=math.nan)
-        self._drift_clock = (max(observation.time, self._drift_now()), self._monotonic())
-        now = self._drift_now()
+        now = max(observation.time, self._drift_now())
+        self._drift_clock = (now, self._monotonic())
         rubric = observation.rubric
         # The streams the observation fed: a verdict's are its agent version's; a canary
         # case's, the criterion's own.
@@ -739,9 +738,9 @@ class Metrics:
 
         A decision is shown for one guard window; a criterion that sees no more
         verdicts (its rubric removed, its traffic stopped) must not show it for
-        ever, or its alert would never resolve. Run at every scrape (and every
-        sync of a worker): the detectors' clock, the time of the latest
-        observation, is moved on by the time that has passed since.
+        ever, or its alert would never resolve. Run at every scrape (first, by
+        ``_DriftRefresh``) and every sync of a worker: the detectors' clock, the
+        time of the latest observation, is moved on by the time passed since.
         """
         if self._drift_clock is None:
             return

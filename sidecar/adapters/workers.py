@@ -382,6 +382,7 @@ class StatsBridge:
         self._written: dict[str, dict[tuple[str, ...], float]] = {}
 
     def sync(self) -> None:
+        self._metrics.refresh_drift()  # the supervisor's scrape reads this worker's files
         samples = self._metrics.stat_samples()
         for family in STAT_FAMILIES:
             metric = self._families[family.name]
