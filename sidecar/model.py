@@ -254,23 +254,19 @@ class Capture:
             self.tool_call_results,
         )
 
+    def _fields_in(self, state: Captured) -> tuple[ContentField, ...]:
+        states = self._states()
+        if state not in states:  # every trace asks; most captured all
+            return ()
+        return tuple(f for f, s in zip(_CONTENT_FIELDS, states, strict=True) if s is state)
+
     @property
     def missing(self) -> tuple[ContentField, ...]:
-        states = self._states()
-        if Captured.NOT_CAPTURED not in states:  # every trace asks; most captured all
-            return ()
-        return tuple(
-            f for f, s in zip(_CONTENT_FIELDS, states, strict=True) if s is Captured.NOT_CAPTURED
-        )
+        return self._fields_in(Captured.NOT_CAPTURED)
 
     @property
     def unreadable_fields(self) -> tuple[ContentField, ...]:
-        states = self._states()
-        if Captured.UNREADABLE not in states:
-            return ()
-        return tuple(
-            f for f, s in zip(_CONTENT_FIELDS, states, strict=True) if s is Captured.UNREADABLE
-        )
+        return self._fields_in(Captured.UNREADABLE)
 
     def reason(self, *fields: ContentField) -> str:
         """``tool call results not captured; set ...``: the ERROR detail for ``fields``.
