@@ -32,6 +32,7 @@ from sidecar.model import DecideReason, LogRecord, RecordRef, SpanKind, Trace
 from tests.agents.genai_spans import make_genai_trace, recorder
 from tests.agents.otlp import encode_request
 from tests.builders import TRACE_ID, span
+from tests.otlp_files import proto_to_otlp_json
 
 ROOT, CHAT1, TOOL, CHAT2 = "a1" * 8, "b2" * 8, "c3" * 8, "d4" * 8
 
@@ -205,6 +206,53 @@ def test_signal_is_told_by_content_for_traces_too() -> None:
     decoded = decode_signal(payload)
     assert decoded.logs == []
     assert len(decoded.spans) == len(rec.spans())
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["resourceSpans", '{"resourceSpans": []}', "resourceLogs"],
+    ids=["key-as-text", "json-as-text", "own-key-as-text"],
+)
+def test_a_log_quoting_the_other_signal_is_still_a_log(body: str) -> None:
+    # Only the top-level keys tell the signal; a body may quote either key.
+    payload = json.dumps(
+        {
+            "resourceLogs": [
+                {"scopeLogs": [{"logRecords": [{"eventName": "x", "body": {"stringValue": body}}]}]}
+            ]
+        }
+    ).encode()
+    decoded = decode_signal(payload)
+    assert decoded.spans == []
+    assert [r.body for r in decoded.logs] == [body]
+
+
+def test_traces_quoting_the_logs_key_are_traces() -> None:
+    rec = recorder("refund-agent", "9.9.9", seed=3)
+    make_genai_trace(rec.provider, "Refund A7", [], "Nothing to do.", agent="refund-agent")
+    request = proto_to_otlp_json(encode_request(rec.spans()))
+    first = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    first["attributes"].append({"key": "note", "value": {"stringValue": "resourceLogs"}})
+    document = json.dumps(request).encode()
+    decoded = decode_signal(document)
+    assert decoded.logs == []
+    assert len(decoded.spans) == len(rec.spans())
+
+
+@pytest.mark.parametrize("signal", ["traces", "logs"])
+def test_json_with_a_byte_order_mark_is_json(signal: str) -> None:
+    if signal == "traces":
+        rec = recorder("refund-agent", "9.9.9", seed=3)
+        make_genai_trace(rec.provider, "Refund A7", [], "Nothing to do.", agent="refund-agent")
+        document = json.dumps(proto_to_otlp_json(encode_request(rec.spans()))).encode()
+    else:
+        document = json.dumps(
+            {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"eventName": "x"}]}]}]}
+        ).encode()
+    plain = decode_signal(document)
+    marked = decode_signal(b"\xef\xbb\xbf" + document)
+    assert marked == plain
+    assert marked.spans or marked.logs
 
 
 # --- the assembler --------------------------------------------------------------------------

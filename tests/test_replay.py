@@ -332,6 +332,55 @@ def test_corrupt_message_in_file_exporter_proto_is_one_bad_record(
     assert f"skipped undecodable record {path}#4: bad_protobuf" in err
 
 
+@pytest.mark.parametrize("kept", [1, 3, 4, 9, 44], ids=lambda n: f"{n}-bytes-of-the-last")
+def test_file_exporter_proto_cut_short_keeps_its_whole_messages(
+    kept: int, cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Collector stopped while writing leaves its last message cut short (in its 4-byte
+    # length or in the message): the messages before it are evaluated, the cut one is one
+    # bad record that says so.
+    messages = [encode_request(case.spans) for case in cases]
+    whole = length_prefixed(messages)
+    before = len(whole) - (4 + len(messages[-1]))
+    path = tmp_path / "traces.bin"
+    path.write_bytes(whole[: before + kept])
+    code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    assert code == 0
+    assert len(lines) == len(cases) - 1
+    assert {json.loads(line)["trace_id"] for line in lines} == {
+        case.trace_id for case in cases[:-1]
+    }
+    (problem,) = [line for line in err.splitlines() if "undecodable" in line]
+    assert problem.startswith(
+        f"replay: skipped undecodable record {path}#{len(cases)} (the file ends"
+    )
+    assert "truncated: the message is cut short" in problem
+
+
+def test_empty_message_in_file_exporter_proto_is_one_bad_record(
+    cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [encode_request(case.spans) for case in cases]
+    path = tmp_path / "traces.bin"
+    path.write_bytes(length_prefixed([*messages[:2], b"", *messages[2:]]))
+    code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    assert code == 0
+    assert len(lines) == len(cases)
+    assert f"skipped undecodable record {path}#3: empty" in err
+
+
+def test_json_document_with_byte_order_mark(
+    cases: list[GenAICase], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = proto_to_otlp_json(encode_request([s for case in cases for s in case.spans]))
+    path = tmp_path / "traces.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(document, indent=2).encode())
+    code, lines, err = replay(capsys, path, "--rubrics", DEMO_RUBRICS, "--exit-zero")
+    assert code == 0, err
+    assert len(lines) == len(cases)
+    assert "undecodable" not in err
+
+
 def test_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nope.jsonl"
     code, lines, err = replay(capsys, DEMO_TRACES, missing, "--rubrics", DEMO_RUBRICS)

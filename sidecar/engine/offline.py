@@ -54,7 +54,7 @@ from sidecar.evaluate.rubric import Rubric
 from sidecar.evaluate.sample import Sampler
 from sidecar.evaluate.verdict import Verdict, decided_after
 from sidecar.ingest.assemble import DECISION_WAIT_S, Assembler
-from sidecar.ingest.decode import Encoding
+from sidecar.ingest.decode import Encoding, is_json_payload
 from sidecar.ingest.decode_logs import Decoded, decode_signal
 from sidecar.judge import Judge, screen_case
 from sidecar.model import DecideReason, Trace
@@ -96,20 +96,34 @@ class ReplaySummary:
         self.internal_errors[fault.stage] = self.internal_errors.get(fault.stage, 0) + 1
 
 
-def _length_prefixed(data: bytes) -> list[bytes] | None:
-    """Split the file exporter's proto format; None if ``data`` is not in it."""
+@dataclass(frozen=True, slots=True)
+class _Frames:
+    """The file exporter's proto format split: whole messages, and how a cut-short end falls."""
+
+    parts: list[bytes]
+    # Bytes after the last whole message (the file ends inside a message), and how many
+    # bytes that message announced (None when the file ends inside its 4-byte length).
+    tail: int = 0
+    announced: int | None = None
+
+
+def _length_prefixed(data: bytes) -> _Frames | None:
+    """Split the file exporter's proto format; None if ``data`` holds no whole message in it.
+
+    A file whose last message is cut short (a Collector stopped while writing)
+    keeps the whole messages before it; the rest is its ``tail``.
+    """
     parts: list[bytes] = []
     pos = 0
     while pos < len(data):
         if pos + 4 > len(data):
-            return None
+            return _Frames(parts, len(data) - pos) if parts else None
         size = int.from_bytes(data[pos : pos + 4], "big")
-        pos += 4
-        if size == 0 or pos + size > len(data):
-            return None
-        parts.append(data[pos : pos + size])
-        pos += size
-    return parts or None
+        if pos + 4 + size > len(data):
+            return _Frames(parts, len(data) - pos, size) if parts else None
+        parts.append(data[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+    return _Frames(parts)
 
 
 # What json.loads may raise on hostile text: syntax, encoding, nesting, huge ints.
@@ -126,7 +140,7 @@ def _json_document(data: bytes) -> bool:
 def _json_lines(data: bytes) -> bool:
     """True when some line is a JSON object, so bad lines around it are bad records."""
     for line in data.splitlines():
-        if line.lstrip()[:1] != b"{":
+        if not is_json_payload(line):
             continue
         try:
             if isinstance(json.loads(line), dict):
@@ -136,20 +150,27 @@ def _json_lines(data: bytes) -> bool:
     return False
 
 
-def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
-    """Yield (where, payload, encoding) for every request in a file (``-``: standard input)."""
+def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding | None]]:
+    """Yield (where, payload, encoding) for every request in a file (``-``: standard input).
+
+    The encoding is None for a piece known to be no whole request (the cut-short
+    end of a proto file): a bad record, not to be decoded.
+    """
     data = sys.stdin.buffer.read() if path == STDIN else path.read_bytes()
-    parts = _length_prefixed(data)
-    if parts is not None:
-        # The framing adding up is strong evidence; the first message confirms
-        # it. A later corrupt message is then one bad record, not a lost file.
-        try:
-            decode_signal(parts[0], "otlp_proto")
-        except DecodeError:
-            parts = None
-    if parts is not None:
-        for index, part in enumerate(parts, start=1):
+    frames = _length_prefixed(data)
+    if frames is not None and _confirmed(frames):
+        # A later corrupt message is then one bad record, and a cut-short end
+        # one more, not a lost file.
+        for index, part in enumerate(frames.parts, start=1):
             yield f"{path}#{index}", part, "otlp_proto"
+        if frames.tail:
+            index = len(frames.parts) + 1
+            what = (
+                f"{frames.tail} bytes of a message of {frames.announced}"
+                if frames.announced is not None
+                else f"{frames.tail} bytes of a message's 4-byte length"
+            )
+            yield f"{path}#{index} (the file ends after {what})", b"", None
         return
     # Checked before JSON lines: a pretty-printed document's lines are not JSON
     # objects, and a one-line file is the same either way.
@@ -160,6 +181,24 @@ def read_payloads(path: Path) -> Iterator[tuple[str, bytes, Encoding]]:
                 yield f"{path}:{number}", line, "otlp_json"
         return
     yield f"{path}", data, "auto"
+
+
+def _confirmed(frames: _Frames) -> bool:
+    """Whether the split is the file exporter's format: its first non-empty message decodes.
+
+    Whole frames adding up, or stopping only at a cut-short end, is strong
+    evidence; a message that decodes confirms it. Empty messages (empty
+    requests) prove nothing, and a file of nothing but them is not taken as
+    framed.
+    """
+    first = next((part for part in frames.parts if part), None)
+    if first is None:
+        return False
+    try:
+        decode_signal(first, "otlp_proto")
+    except DecodeError:
+        return False
+    return True
 
 
 # The path that stands for standard input.
@@ -204,6 +243,12 @@ def collect_traces(paths: Sequence[Path], summary: ReplaySummary) -> list[Trace]
         summary.files += 1
         for where, payload, encoding in read_payloads(path):
             summary.records += 1
+            if encoding is None:
+                summary.bad_records.append(
+                    f"{where}: truncated: the message is cut short (was the file still being "
+                    "written?); the messages before it were read"
+                )
+                continue
             try:
                 decoded: Decoded = decode_signal(payload, encoding)
             except DecodeError as exc:

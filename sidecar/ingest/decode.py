@@ -61,6 +61,20 @@ def decode(payload: bytes, encoding: Encoding = "auto") -> list[Span]:
     return _decode_with(payload, encoding, decode_json, decode_proto)
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def is_json_payload(payload: bytes) -> bool:
+    """``auto``'s reading of a record: OTLP/JSON when it starts with ``{``.
+
+    White space before it is skipped, and so is a UTF-8 byte order mark (files
+    saved by some editors and tools start with one).
+    """
+    if payload.startswith(_BOM):
+        payload = payload[len(_BOM) :]
+    return payload.lstrip()[:1] == b"{"
+
+
 def _decode_with(
     payload: bytes,
     encoding: Encoding,
@@ -75,7 +89,7 @@ def _decode_with(
     if not payload:
         raise DecodeError("empty", "record is empty")
     if encoding == "auto":
-        encoding = "otlp_json" if payload.lstrip()[:1] == b"{" else "otlp_proto"
+        encoding = "otlp_json" if is_json_payload(payload) else "otlp_proto"
     try:
         if encoding == "otlp_json":
             return read_json(payload)
@@ -238,7 +252,7 @@ def scan_proto(payload: bytes, encoding: Encoding = "auto") -> ScannedSpans | No
     """
     if not payload:
         raise DecodeError("empty", "record is empty")
-    if encoding == "otlp_json" or (encoding == "auto" and payload.lstrip()[:1] == b"{"):
+    if encoding == "otlp_json" or (encoding == "auto" and is_json_payload(payload)):
         return None
     request = ExportTraceServiceRequest()
     try:
@@ -437,7 +451,7 @@ def _json_request(
                     raise
                 # Bytes that are not UTF-8 inside strings: kept as lone surrogates,
                 # which the readers repair (and flag) like any other.
-                document = json.loads(payload.decode("utf-8", "surrogateescape"))
+                document = json.loads(payload.decode("utf-8-sig", "surrogateescape"))
         except (json.JSONDecodeError, UnicodeError, RecursionError) as exc:
             # RecursionError: the C scanner refuses nesting deeper than the recursion limit.
             raise DecodeError("bad_json", f"not JSON: {type(exc).__name__}: {exc}") from exc

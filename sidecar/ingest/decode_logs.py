@@ -21,6 +21,7 @@ to ``sidecar replay``): by content, a JSON document's ``resourceSpans`` or
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from sidecar.ingest.decode import (
     _suspect,
     _TooDeep,
     decode,
+    is_json_payload,
 )
 from sidecar.model import AttrValue, LogRecord, Span, new_log_record
 from sidecar.text import repair
@@ -81,10 +83,9 @@ def decode_signal(payload: bytes, encoding: Encoding = "auto") -> Decoded:
     payload is JSON that names ``resourceLogs``.
     """
     if encoding == "auto":
-        encoding = "otlp_json" if payload.lstrip()[:1] == b"{" else "otlp_proto"
+        encoding = "otlp_json" if is_json_payload(payload) else "otlp_proto"
     if encoding == "otlp_json":
-        # Inside JSON strings quotes are escaped, so only a key can read "resourceLogs".
-        if b'"resourceLogs"' in payload and b'"resourceSpans"' not in payload:
+        if _json_logs(payload):
             return Decoded([], decode_logs(payload, "otlp_json"))
         return Decoded(decode(payload, "otlp_json"), [])
     try:
@@ -94,6 +95,29 @@ def decode_signal(payload: bytes, encoding: Encoding = "auto") -> Decoded:
             return Decoded([], decode_logs(payload, "otlp_proto"))
         except DecodeError:
             raise as_traces from None
+
+
+def _json_logs(payload: bytes) -> bool:
+    """Whether an OTLP/JSON record is a logs request: ``resourceLogs`` at its top, no ``resourceSpans``.
+
+    Most records name only one of the two anywhere, and that decides. A record
+    naming both (a log whose body quotes the other key, say) is parsed to read
+    its top-level keys.
+    """
+    logs, spans = b'"resourceLogs"' in payload, b'"resourceSpans"' in payload
+    if logs != spans:
+        return logs
+    if not logs:
+        return False
+    try:
+        document = json.loads(payload.decode("utf-8-sig", "surrogateescape"))
+    except (ValueError, RecursionError):
+        return False  # the traces reading says what is wrong with it
+    return (
+        isinstance(document, dict)
+        and "resourceLogs" in document
+        and "resourceSpans" not in document
+    )
 
 
 # --- protobuf ---------------------------------------------------------------------------
