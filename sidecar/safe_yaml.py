@@ -12,7 +12,11 @@ built, when
 - it nests deeper than ``max_depth`` levels, counted through aliases;
 - fully expanded (every alias replaced by a copy of its anchor) it would have
   more than ``max_nodes`` nodes;
-- an alias refers to a node that contains it (a cycle).
+- an alias refers to a node that contains it (a cycle);
+
+and a mapping that gives one key twice is refused as a YAML error (the
+loader would keep the last value without a word); keys merged in with
+``<<`` may be overridden, as YAML means them to be.
 
 A few anchors for shared defaults (``<<: *defaults``) stay far below the
 bounds. The walk is linear in the size of the text.
@@ -23,10 +27,12 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 MAX_DEPTH = 64
 MAX_NODES = 100_000
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 class YamlLimitError(ValueError):
@@ -49,6 +55,25 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # A key written twice would silently keep its last value (a whole settings block
+        # lost); keys merged in with "<<" are defaults, overridden on purpose.
+        first: dict[object, Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE:
+                continue
+            key = self.construct_object(key_node)
+            if key in first:
+                raise ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} given twice (first on line {first[key].start_mark.line + 1}); "
+                    "keep one",
+                    key_node.start_mark,
+                )
+            first[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 def _children(node: Node) -> list[Node]:

@@ -28,6 +28,7 @@ unknown or does not compile under RE2 is a configuration error naming it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -44,7 +45,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from sidecar.errors import ConfigError
 from sidecar.judge.config import JudgeSettings
@@ -56,7 +62,8 @@ from sidecar.wire.redaction import DEFAULT_PATTERNS, Content, PatternError, Reda
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Infinite or NaN numbers are refused: no setting means "for ever" that way.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class DeliverySettings(_Section):
@@ -80,7 +87,7 @@ class DeliverySettings(_Section):
 
 class _SecretSection(_Section):
     # A validation error never shows the input: it may hold a password.
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, allow_inf_nan=False)
 
 
 class KafkaSslSettings(_SecretSection):
@@ -242,6 +249,14 @@ class KafkaSettings(_SecretSection):
     # With --workers: how long a member waits (reading nothing) for its fair share of partitions.
     fair_share_wait_s: Annotated[float, Field(ge=0)] = 10.0
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        problems = bootstrap_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
     @model_validator(mode="after")
     def _security_fits(self) -> KafkaSettings:
         problems = security_problems(self)
@@ -251,8 +266,9 @@ class KafkaSettings(_SecretSection):
 
 
 class AssemblerSettings(_Section):
-    decision_wait_s: Annotated[float, Field(ge=0)] = 5.0
-    max_trace_age_s: Annotated[float, Field(gt=0)] = 120.0
+    # A day and a week: the waits add to trace times, which must stay dates.
+    decision_wait_s: Annotated[float, Field(ge=0, le=86_400)] = 5.0
+    max_trace_age_s: Annotated[float, Field(gt=0, le=7 * 86_400)] = 120.0
     max_open_traces: Annotated[int, Field(ge=1)] = 50_000
     max_spans_per_trace: Annotated[int, Field(ge=1)] = 2_000
     decided_memory: Annotated[int, Field(ge=1)] = 200_000
@@ -383,6 +399,7 @@ class Settings(BaseSettings):
         env_prefix="SIDECAR_",
         env_nested_delimiter="__",
         extra="forbid",
+        allow_inf_nan=False,
         nested_model_default_partial_update=True,
         hide_input_in_errors=True,  # an input may be a password
     )
@@ -518,14 +535,43 @@ def topics_in_use(settings: Settings) -> list[tuple[str, str]]:
     return [(field, topic.strip()) for field, topic in named if topic and topic.strip()]
 
 
+def bootstrap_problems(value: str) -> list[str]:
+    """What is wrong with a ``host:port,host:port`` broker list (nothing: an empty list)."""
+    if not value.strip():
+        return ["no broker given; write host:port (several separated by commas)"]
+    problems = []
+    for entry in value.split(","):
+        address = entry.strip()
+        host, colon, port = address.rpartition(":")
+        if not colon:
+            host, port = address, ""  # the client's default port
+        if not host or host in ("[]",) or any(c.isspace() for c in address):
+            problems.append(f"{entry!r} is not host:port")
+        elif port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            problems.append(f"{entry!r}: the port must be a number from 1 to 65535")
+    return problems
+
+
+# Kafka's own rule for topic names.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
 def check_topics(settings: Settings) -> None:
     """Refuse two roles on one topic (a dead-letter topic equal to the input loops forever).
 
-    Each topic the service reads or writes has one role; raises ``ValueError``
-    naming the first two fields that share a topic.
+    Each topic the service reads or writes has one role, and a name Kafka
+    accepts; raises ``ValueError`` naming the field at fault (the first two
+    fields that share a topic).
     """
+    if not settings.kafka.topic.strip():
+        raise ValueError("kafka.topic is empty; name the topic the spans arrive on")
     seen: dict[str, str] = {}
     for field, topic in topics_in_use(settings):
+        if _TOPIC_NAME.fullmatch(topic) is None or topic in (".", ".."):
+            raise ValueError(
+                f"{field} {topic!r} is not a Kafka topic name; use 1 to 249 letters, "
+                "digits, '.', '_' or '-'"
+            )
         if topic in seen:
             raise ValueError(
                 f"{seen[topic]} and {field} are both {topic!r}; give each its own topic"
@@ -558,6 +604,10 @@ def load_settings(path: Path | None = None) -> Settings:
             loaded = load_yaml(path.read_text(encoding="utf-8")) or {}
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.start}); save the configuration as UTF-8"
+            ) from exc
         except YamlLimitError as exc:
             raise ConfigError(f"{path}: configuration refused: {exc}") from exc
         except yaml.YAMLError as exc:
@@ -578,4 +628,11 @@ def load_settings(path: Path | None = None) -> Settings:
         raise ConfigError(
             f"invalid configuration ({source}; SIDECAR_* variables and "
             f"${SECRETS_DIR_VARIABLE} override the file): {problems}"
+        ) from exc
+    except SettingsError as exc:
+        # A variable for a list or a section that is not JSON (pydantic-settings parses it).
+        raise ConfigError(
+            f"invalid configuration: {exc}; a SIDECAR_* variable for a list or a whole "
+            "section must hold JSON, e.g. SIDECAR_REDACTION__PATTERNS='[\"email\"]' "
+            "(or set one field of a section: SIDECAR_KAFKA__TOPIC=spans)"
         ) from exc

@@ -24,9 +24,12 @@ generated from the settings model itself, so it lists exactly what the
 service accepts. Where each value comes from, first source winning: arguments
 in code, `SIDECAR_*` variables (nested fields joined by `__`), the secrets
 directory named by `SIDECAR_SECRETS_DIR` (one file per field, named like the
-variable), then the YAML file. A bad value stops start-up with one line
-naming the field (exit code 2). The README's Configuration section explains
-the common ones with an example.
+variable), then the YAML file. A `SIDECAR_*` variable for a list holds
+JSON (`SIDECAR_REDACTION__PATTERNS='["email","card_number"]'`). Numbers are
+finite. `kafka.bootstrap_servers` is `host:port` entries separated by commas,
+and topic names are Kafka's: 1 to 249 letters, digits, `.`, `_` or `-`. A bad
+value stops start-up with one line naming the field (exit code 2). The
+README's Configuration section explains the common ones with an example.
 
 | setting | environment variable | type | default | limits |
 |---|---|---|---|---|

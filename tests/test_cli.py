@@ -80,6 +80,31 @@ def test_a_command_loads_its_own_module_only(argv: list[str], loaded: list[str])
         pytest.param(["rubrics"], "ACTION", id="rubrics-without-action"),
         pytest.param(["rubrics", "lint", "rubrics"], "invalid choice: 'lint'", id="unknown-action"),
         pytest.param(["run", "--no-such-flag"], "unrecognized arguments", id="unknown-flag"),
+        pytest.param(
+            ["demo", "--metrics-port", "70000"],
+            "argument --metrics-port: '70000' is not a port; give 0 to 65535",
+            id="demo-port-out-of-range",
+        ),
+        pytest.param(
+            ["backfill", "--from", "2h", "--metrics-port", "-1"],
+            "argument --metrics-port: '-1' is not a port",
+            id="backfill-port-negative",
+        ),
+        pytest.param(
+            ["demo", "--out", "/dev/null"],
+            "/dev/null: a file is in the way; give a folder for the output",
+            id="demo-out-is-a-file",
+        ),
+        pytest.param(
+            ["backfill", "--from", "99999999h"],
+            "--from '99999999h' is too far back",
+            id="backfill-from-too-far",
+        ),
+        pytest.param(
+            ["drift", "--verdicts", "/dev/null", "--guard", "nan"],
+            "--guard must be 0 or more seconds, got nan",
+            id="drift-guard-nan",
+        ),
     ],
 )
 def test_usage_errors_exit_2(

@@ -72,7 +72,7 @@ CONFIGS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         ),
     ),
     "answer_json_schema": st.fixed_dictionaries({"schema": schemas}),
-    "max_latency_ms": st.fixed_dictionaries({"limit": st.floats(0.001, 1e12)}),
+    "max_latency_ms": st.fixed_dictionaries({"limit": st.floats(0.001, 7 * 86_400_000)}),
     "no_error_spans": st.just({}),
     "grounded_numbers": st.fixed_dictionaries(
         {"allow": st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3)}

@@ -20,7 +20,7 @@ from sidecar.errors import RubricError
 from sidecar.evaluate.checks import run_check
 from sidecar.evaluate.checks.answer import AnswerRegex
 from sidecar.evaluate.checks.tools import ToolArguments
-from sidecar.evaluate.rubric import Rubric, parse_rubric
+from sidecar.evaluate.rubric import Rubric, load_rubric, parse_rubric
 from sidecar.model import Outcome, ToolCall, Transcript
 
 FILE = Path("rubrics/hostile.yaml")
@@ -388,3 +388,61 @@ checks:
     rubric = parse_rubric(text, FILE)
     assert [c.name for c in rubric.checks] == ["refund_args", "partial_args", "fast", "slow"]
     assert rubric.checks[3].gate is False
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        pytest.param(
+            "{name: a, type: max_latency_ms, limit: .inf}",
+            "checks.0.max_latency_ms.limit: Input should be a finite number",
+            id="infinite-latency",
+        ),
+        pytest.param(
+            "{name: a, type: max_latency_ms, limit: .nan}",
+            "checks.0.max_latency_ms.limit: Input should be a finite number",
+            id="nan-latency",
+        ),
+        pytest.param(
+            "{name: a, type: max_latency_ms, limit: 1.0e+300}",
+            "checks.0.max_latency_ms.limit: Input should be less than or equal to 604800000",
+            id="latency-past-a-week",
+        ),
+        pytest.param(
+            "{name: a, type: max_tool_calls, limit: true}",
+            "checks.0.max_tool_calls.limit: Value error, expected a number, got true",
+            id="true-as-count",
+        ),
+        pytest.param(
+            "{name: a, type: max_latency_ms, limit: false}",
+            "checks.0.max_latency_ms.limit: Value error, expected a number, got false",
+            id="false-as-latency",
+        ),
+    ],
+)
+def test_limits_are_finite_numbers(check: str, expected: str) -> None:
+    # pydantic would read true as 1 and .inf as a limit no latency reaches (then fail on it).
+    message = refused(f'id: x\nversion: "1"\nchecks:\n  - {check}\n')
+    assert message == f"{FILE}: {expected}"
+
+
+def test_numbers_written_as_yaml_reads_them_still_load() -> None:
+    # PyYAML reads 5e3 as text; pydantic's number reading takes it, as before.
+    text = 'id: x\nversion: "1"\nchecks:\n  - {name: a, type: max_latency_ms, limit: 5e3}\n'
+    assert parse_rubric(text, FILE).checks[0].limit == 5000.0  # type: ignore[union-attr]
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines() -> None:
+    message = refused('id: x\nid: y\nversion: "1"\n')
+    assert message == (
+        f"{FILE}: not valid YAML: line 2, column 1: key 'id' given twice (first on line 1); "
+        "keep one"
+    )
+
+
+def test_a_rubric_file_that_is_not_utf8_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes('id: caf\xe9\nversion: "1"\n'.encode("latin-1"))
+    with pytest.raises(RubricError) as caught:
+        load_rubric(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text (byte 7); save it as UTF-8"

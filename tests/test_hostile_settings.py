@@ -87,3 +87,117 @@ def test_fuzz_any_collision_is_refused_and_no_other(assigned: dict[str, str]) ->
         assert collides
     else:
         assert not collides
+
+
+@pytest.mark.parametrize(
+    ("servers", "expected"),
+    [
+        ("host:abc", "'host:abc': the port must be a number from 1 to 65535"),
+        ("127.0.0.1:99999", "'127.0.0.1:99999': the port must be a number from 1 to 65535"),
+        ("a:9092,b:0", "'b:0': the port must be a number from 1 to 65535"),
+        ("a:9092,,b:9092", "'' is not host:port"),
+        (":9092", "':9092' is not host:port"),
+        ("a b:9092", "'a b:9092' is not host:port"),
+        ("", "no broker given"),
+    ],
+)
+def test_broker_addresses_are_checked_when_loaded(
+    tmp_path: Path, servers: str, expected: str
+) -> None:
+    # Before, aiokafka raised ValueError or OverflowError from inside the first connect.
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_write(tmp_path, {"kafka": {"bootstrap_servers": servers}}))
+    assert f"kafka.bootstrap_servers: {expected}" in str(caught.value)
+
+
+@pytest.mark.parametrize("servers", ["b1:9092", "b1:9092, b2:9093", "broker", "[::1]:9092"])
+def test_broker_addresses_users_write_load(tmp_path: Path, servers: str) -> None:
+    settings = load_settings(_write(tmp_path, {"kafka": {"bootstrap_servers": servers}}))
+    assert settings.kafka.bootstrap_servers == servers
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"kafka": {"topic": ""}}, "kafka.topic is empty; name the topic the spans arrive on"),
+        ({"kafka": {"topic": "bad topic!"}}, "kafka.topic 'bad topic!' is not a Kafka topic name"),
+        ({"review": {"topic": "x" * 250}}, "review.topic 'xxx"),
+        ({"kafka": {"verdict_topic": ".."}}, "kafka.verdict_topic '..' is not a Kafka topic name"),
+    ],
+)
+def test_topic_names_kafka_refuses_are_refused(
+    tmp_path: Path, data: dict[str, object], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_write(tmp_path, data))
+    assert expected in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"assembler": {"decision_wait_s": float("inf")}},
+            "assembler.decision_wait_s: Input should be a finite number",
+        ),
+        (
+            {"assembler": {"decision_wait_s": 1e12}},
+            "assembler.decision_wait_s: Input should be less than or equal to 86400",
+        ),
+        (
+            {"assembler": {"max_trace_age_s": 1e9}},
+            "assembler.max_trace_age_s: Input should be less than or equal to 604800",
+        ),
+        (
+            {"judge": {"timeout_s": float("inf")}},
+            "judge.timeout_s: Input should be a finite number",
+        ),
+        ({"drift": {"guard_s": float("nan")}}, "drift.guard_s: Input should be a finite number"),
+        (
+            {"shutdown_timeout_s": float("inf")},
+            "shutdown_timeout_s: Input should be a finite number",
+        ),
+    ],
+)
+def test_times_are_finite_and_bounded(
+    tmp_path: Path, data: dict[str, object], expected: str
+) -> None:
+    # An infinite decision wait passed `check`, then broke every verdict of a replay.
+    with pytest.raises(ConfigError) as caught:
+        load_settings(_write(tmp_path, data))
+    assert expected in str(caught.value)
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    # YAML would keep the second block and drop the first without a word.
+    path = tmp_path / "settings.yaml"
+    path.write_text("kafka:\n  topic: spans\nlog:\n  level: info\nkafka:\n  group_id: g\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert str(caught.value) == (
+        f"{path}: not valid YAML: line 5, column 1: key 'kafka' given twice (first on line 1); "
+        "keep one"
+    )
+
+
+def test_a_file_that_is_not_utf8_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_bytes("kafka:\n  topic: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text (byte 19); save the configuration as UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SIDECAR_REDACTION__PATTERNS", "email"), ("SIDECAR_KAFKA", "notjson")],
+)
+def test_a_variable_that_is_not_json_says_how_to_write_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("invalid configuration: error parsing value for field")
+    assert "must hold JSON, e.g. SIDECAR_REDACTION__PATTERNS='[\"email\"]'" in message

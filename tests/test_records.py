@@ -401,7 +401,7 @@ def test_label_echo_is_optional_and_forgiving() -> None:
     [
         pytest.param(
             b"{bad",
-            "labels: not valid JSON: Expecting property name enclosed in double quotes",
+            "labels: not valid JSON: Expecting property name enclosed in double quotes (column 2)",
             id="not-json",
         ),
         pytest.param(b"\xff", "labels: not UTF-8 text (byte 0)", id="not-utf8"),

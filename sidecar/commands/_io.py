@@ -7,6 +7,7 @@ path, which the command line reports with exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import shutil
 import sys
@@ -70,6 +71,32 @@ def read_lines(path: Path, console: Console, progress_bytes: int = PROGRESS_BYTE
         raise InputFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: the system picks a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port; give 0 to 65535 (0 picks a free port)"
+        )
+    return port
+
+
+def make_folder(path: Path) -> None:
+    """Create the folder ``path`` (and its parents); InputFileError when it cannot be one."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise InputFileError(f"{path}: a file is in the way; give a folder for the output") from exc
+    except OSError as exc:
+        raise InputFileError(
+            f"{path}: cannot create the folder: {exc.strerror or exc}"
+            + ("; a part of the path is a file" if isinstance(exc, NotADirectoryError) else "")
+        ) from exc
 
 
 def read_text(path: Path) -> str:

@@ -52,6 +52,7 @@ from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.kafka import KafkaSink
 from sidecar.adapters.kafka_history import KafkaHistory
 from sidecar.adapters.prometheus import Metrics
+from sidecar.commands._io import port_number
 from sidecar.commands._wiring import build_judge
 from sidecar.engine.deliver import Deliverer
 from sidecar.engine.emit import Emitter
@@ -105,7 +106,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--topic", help="verdict topic (default: kafka.backfill_verdict_topic)")
     parser.add_argument(
-        "--metrics-port", type=int, help="serve the backfill's metrics on this port"
+        "--metrics-port", type=port_number, help="serve the backfill's metrics on this port"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(

@@ -17,7 +17,7 @@ from rich.table import Table
 from sidecar.adapters.http import MetricsServer
 from sidecar.adapters.otel import JsonLinesSpanExporter, VerdictSpans, tracer_provider
 from sidecar.adapters.prometheus import Metrics, record_rubrics, record_sampling
-from sidecar.commands._io import invocation
+from sidecar.commands._io import invocation, make_folder, port_number
 from sidecar.commands._wiring import build_judge, judge_credentials_hint
 from sidecar.engine.emit import Emitter
 from sidecar.engine.offline import ReplaySummary, collect_traces, evaluate_traces
@@ -50,7 +50,9 @@ def register(sub: Any) -> None:
         default=Path("sidecar-demo-out"),
         help="folder for verdict spans (OTLP/JSON lines) and verdict records",
     )
-    parser.add_argument("--metrics-port", type=int, default=9464, help="0 picks a free port")
+    parser.add_argument(
+        "--metrics-port", type=port_number, default=9464, help="0 picks a free port"
+    )
     parser.add_argument(
         "--serve", action="store_true", help="keep serving /metrics after the run until Ctrl-C"
     )
@@ -68,6 +70,7 @@ def handle(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> int:
     console = _console()
+    make_folder(args.out)
     traces_file, rubrics_dir = demo_data()
     rubrics = load_rubrics(rubrics_dir)
     metrics = Metrics()
@@ -78,7 +81,6 @@ async def _demo(args: argparse.Namespace) -> int:
     except OSError:
         server = MetricsServer(metrics.registry, lambda: (True, "demo"), "127.0.0.1", 0)
         await server.start()
-    args.out.mkdir(parents=True, exist_ok=True)
     spans_path = args.out / "verdict-spans.jsonl"
     spans_path.unlink(missing_ok=True)
     spans = VerdictSpans(tracer_provider(JsonLinesSpanExporter(spans_path), batch=False))

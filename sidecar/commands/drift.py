@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -125,7 +126,7 @@ def _settings(args: argparse.Namespace) -> DriftSettings:
     found = drift_settings(load_settings(args.config).drift)
     if args.alpha is not None and not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha must be between 0 and 1 (exclusive), got {args.alpha}")
-    if args.guard is not None and args.guard < 0:
+    if args.guard is not None and not 0 <= args.guard < math.inf:
         raise UsageError(f"--guard must be 0 or more seconds, got {args.guard}")
     for flag, value in (("--baseline", args.baseline), ("--canary-baseline", args.canary_baseline)):
         if value is not None and value < 2:

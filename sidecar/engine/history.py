@@ -65,7 +65,10 @@ def parse_time(text: str, flag: str, now: datetime) -> datetime:
     if value.lower() == "now":
         return now
     if match := _RELATIVE.fullmatch(value):
-        return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        try:
+            return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        except OverflowError as exc:
+            raise UsageError(f"{flag} {text!r} is too far back; give {TIME_EXAMPLES}") from exc
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as exc:

@@ -50,7 +50,7 @@ from sidecar.safe_yaml import load as load_yaml
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class AlwaysJudge(enum.StrEnum):
@@ -298,6 +298,8 @@ def load_rubric(path: Path) -> Rubric:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RubricError(f"{path}: cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise RubricError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from exc
     return parse_rubric(text, path)
 
 

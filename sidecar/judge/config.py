@@ -35,7 +35,7 @@ class UnavailablePolicy(enum.StrEnum):
 
 
 class Price(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     input_per_mtok: Annotated[float, Field(ge=0)]
     output_per_mtok: Annotated[float, Field(ge=0)]
@@ -56,7 +56,7 @@ class ShadowSettings(BaseModel):
     rate is shown to be above ``max_disagreement``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: str | None = None
     share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
@@ -74,7 +74,7 @@ class ShadowSettings(BaseModel):
 class JudgeSettings(BaseModel):
     """Everything about how judge calls are made, except which model (the rubric says)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     backend: BackendKind = BackendKind.GEMINI
     api_version: str = "v1beta"

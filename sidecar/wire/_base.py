@@ -297,7 +297,7 @@ def read_records(
         try:
             value = text_loads(raw)
         except json.JSONDecodeError as exc:
-            raise RecordError(f"{where}: not valid JSON: {exc.msg}") from exc
+            raise RecordError(f"{where}: not valid JSON: {exc.msg} (column {exc.colno})") from exc
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected a JSON object")
         yield number, validate(model, value, where, context=context)

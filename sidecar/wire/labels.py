@@ -110,7 +110,7 @@ def parse_label(payload: bytes, where: str | None = None) -> HumanLabel:
     try:
         data = text_loads(payload)
     except json.JSONDecodeError as exc:
-        raise RecordError(at(where, f"not valid JSON: {exc.msg}")) from exc
+        raise RecordError(at(where, f"not valid JSON: {exc.msg} (column {exc.colno})")) from exc
     except UnicodeDecodeError as exc:
         raise RecordError(at(where, f"not UTF-8 text (byte {exc.start})")) from exc
     if not isinstance(data, dict):

@@ -23,22 +23,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from sidecar.evaluate.checks._common import Finding
 from sidecar.evaluate.checks.schema import check_json_schema
 from sidecar.model import Outcome, Transcript
 
-__all__ = ["CheckConfig", "CheckType", "Name", "Part", "SchemaCheckConfig"]
+__all__ = ["CheckConfig", "CheckType", "Limit", "Name", "Part", "SchemaCheckConfig"]
 
 # Names of rubrics, checks and criteria: they become metric labels and span attributes.
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=64)]
 
 
+def _number(value: object) -> object:
+    # pydantic reads true as 1: a YAML true or false given for a number is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
+# A check's numeric limit: a number, never true/false (the bounds are each field's own).
+Limit = BeforeValidator(_number)
+
+
 class CheckConfig(BaseModel):
     """A check entry of a rubric file; each type adds ``type: Literal[...]`` and its fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Name
     gate: bool = True
@@ -52,7 +63,9 @@ class SchemaCheckConfig(CheckConfig):
     compiles (see :mod:`sidecar.evaluate.checks.schema`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     schema_: Annotated[dict[str, Any], Field(alias="schema")]
 

@@ -15,13 +15,13 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from sidecar.evaluate.checks._common import Finding, errored, failed, passed, plural
-from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Limit, Part
 from sidecar.model import Flag, Transcript
 
 
 class MaxTurns(CheckConfig):
     type: Literal["max_turns"]
-    limit: Annotated[int, Field(ge=1)]
+    limit: Annotated[int, Field(ge=1), Limit]
 
 
 def max_turns(spec: MaxTurns, transcript: Transcript) -> Finding:

@@ -27,7 +27,7 @@ from sidecar.evaluate.checks._common import (
     schema_violation,
     unseen_calls,
 )
-from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part, SchemaCheckConfig
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Limit, Part, SchemaCheckConfig
 from sidecar.model import Captured, Outcome, Transcript
 
 
@@ -48,7 +48,7 @@ class ToolArguments(SchemaCheckConfig):
 
 class MaxToolCalls(CheckConfig):
     type: Literal["max_tool_calls"]
-    limit: Annotated[int, Field(ge=0)]
+    limit: Annotated[int, Field(ge=0), Limit]
     tool: str | None = None  # count only this tool when given
 
 

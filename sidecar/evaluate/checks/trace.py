@@ -14,13 +14,13 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from sidecar.evaluate.checks._common import Finding, errored, failed, passed
-from sidecar.evaluate.checks.base import CheckConfig, CheckType, Part
+from sidecar.evaluate.checks.base import CheckConfig, CheckType, Limit, Part
 from sidecar.model import Outcome, Transcript
 
 
 class MaxLatencyMs(CheckConfig):
     type: Literal["max_latency_ms"]
-    limit: Annotated[float, Field(gt=0)]
+    limit: Annotated[float, Field(gt=0, le=7 * 86_400_000), Limit]  # at most a week
 
 
 class NoErrorSpans(CheckConfig):
