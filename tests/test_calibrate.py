@@ -266,6 +266,16 @@ def test_split_is_deterministic_and_reported() -> None:
     assert not any("same cases" in w for w in report.warnings)
 
 
+def test_labels_matching_no_verdict_are_warned_about() -> None:
+    # Labels keyed by something other than the verdicts' trace ids give n=0 everywhere.
+    labels = [label(case, "r1", P) for case in ("a", "b", "x", "y")]
+    report = calibrate(labels, [verdict("a", P), verdict("b", F)])
+    (warning,) = [w for w in report.warnings if "match no verdict record" in w]
+    assert warning.startswith("2 of 4 labelled case(s) match no verdict record (first: 'x')")
+    matched = calibrate(labels[:2], [verdict("a", P), verdict("b", F)])
+    assert not any("match no verdict record" in w for w in matched.warnings)
+
+
 def test_split_warns_when_held_out_part_is_empty() -> None:
     report = calibrate([label("a", "x", P)], [verdict("a", P)], split=True, held_out_share=1e-9)
     assert any("held-out part is empty" in w for w in report.warnings)

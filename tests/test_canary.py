@@ -265,6 +265,9 @@ def test_command_fails_on_the_error_rate(
     assert (correct["n"], correct["errors"]) == (9, 1)
     assert correct["kappa"] == pytest.approx(32 / 41)
     assert "error rate 0.100 (2 ERROR verdicts) > 0.03" in err
+    # What made them ERROR is said (an unreachable judge is not a labelling problem).
+    (reasons,) = [line for line in err.splitlines() if line.startswith("judge ERROR reasons")]
+    assert reasons == "judge ERROR reasons: judge_unavailable 2"
     # A higher maximum lets the same run pass.
     canary_responder.current = judging(down=frozenset({"O1"}))
     assert main(canary_args(command_files, "--max-error-rate", "0.2")) == 0

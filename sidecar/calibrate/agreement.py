@@ -428,6 +428,14 @@ def calibrate(
         warnings.append("criteria judged but never labelled: " + ", ".join(judged_only))
     if not items:
         warnings.append("no human labels")
+    traces = {verdict.trace_id for verdict in unique}
+    unmatched = sorted({item.case_id for item in items} - traces)
+    if unmatched:
+        warnings.append(
+            f"{len(unmatched)} of {len({item.case_id for item in items})} labelled case(s) "
+            f"match no verdict record (first: {unmatched[0]!r}); a label's case_id is the "
+            "trace_id of a verdict: check that labels and verdicts come from the same traces"
+        )
     if split:
         for criterion in labelled:
             if not by_part.get((criterion, Part.HELD_OUT)):

@@ -40,6 +40,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ from sidecar.evaluate.verdict import Verdict
 from sidecar.judge.config import UnavailablePolicy
 from sidecar.judge.service import JudgeService
 from sidecar.logs import shown
+from sidecar.model import Outcome
 from sidecar.settings import Settings, load_settings
 from sidecar.telemetry import CANARY
 from sidecar.terminal import plain, styled, warning_line, yes_no
@@ -187,6 +189,13 @@ def run(args: argparse.Namespace, *, spans: VerdictSpans | None = None) -> int:
         raise UsageError(str(exc)) from exc
 
     print_canary(report, out)
+    reasons = Counter(
+        c.reason or "unknown" for v in verdicts for c in v.criteria if c.outcome is Outcome.ERROR
+    )
+    if reasons:
+        # An unreachable judge shows here, not as labels that do not match.
+        listed = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))
+        err.print(plain(f"judge ERROR reasons: {listed}"))
     for problem in summary.bad_records[:5]:
         err.print(warning_line(f"skipped undecodable record {problem}"))
     for warning in report.warnings:
