@@ -85,3 +85,17 @@ def test_commands_share_helpers_through_io_not_each_other(path: Path) -> None:
     assert siblings == [], (
         f"{path.stem} imports {siblings}; share it through a private helper module (commands/_io.py, commands/_wiring.py)"
     )
+
+
+def test_writing_through_a_file_says_a_part_of_the_path_is_a_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "report.json"
+    blocker.write_text("{}")
+    with pytest.raises(InputFileError) as caught:
+        write_file(blocker / "x" / "report.md", "text")
+    assert str(caught.value) == (
+        f"{blocker / 'x' / 'report.md'}: cannot write: a part of its folder path is a file; "
+        "give a path in a folder"
+    )
+    with pytest.raises(InputFileError) as caught:
+        write_file(tmp_path, "text")
+    assert str(caught.value) == f"{tmp_path}: cannot write: it is a folder; give a file name"

@@ -514,3 +514,34 @@ def test_sdk_spans_round_trip_equal_through_protobuf_and_json() -> None:
     assert root.resource["service.name"] == "refund-agent"
     assert root.scope_name == "round-trip"
     assert root.end_time_unix_nano >= root.start_time_unix_nano > 0
+
+
+def _request_whose_first_field_is(size: int) -> bytes:
+    """A traces request whose first resource_spans is ``size`` bytes long (padded by a name)."""
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    span = resource.scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
+    for pad in range(size):
+        span.name = "s" * pad
+        if resource.ByteSize() == size:
+            return request.SerializeToString()
+    raise AssertionError(f"no padding gives {size} bytes")
+
+
+# 0x7B is "{", 0x5B "[", 0x20 a space: after the tag 0x0A, a newline.
+@pytest.mark.parametrize("size", [0x7B, 0x5B, 0x20])
+def test_protobuf_whose_first_length_reads_as_json_is_protobuf(size: int) -> None:
+    payload = _request_whose_first_field_is(size)
+    assert payload[:2] == bytes([0x0A, size])
+    assert [s.span_id for s in decode(payload)] == ["0102030405060708"]
+
+
+@pytest.mark.parametrize("prefix", [b"", b"\n", b"\n\n  ", b"\xef\xbb\xbf", b"\xef\xbb\xbf\n"])
+def test_json_after_white_space_or_a_byte_order_mark_is_json(prefix: bytes) -> None:
+    payload = _request_whose_first_field_is(0x7B)
+    line = request_to_json_line(ExportTraceServiceRequest.FromString(payload)).encode()
+    assert [s.span_id for s in decode(prefix + line)] == ["0102030405060708"]
+    with pytest.raises(DecodeError) as caught:
+        decode(prefix + b"[1, 2]")
+    assert caught.value.reason == "bad_json"

@@ -117,6 +117,12 @@ def write_file(path: Path, data: str | bytes) -> None:
             path.write_bytes(data)
         else:
             path.write_text(data, encoding="utf-8")
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise InputFileError(
+            f"{path}: cannot write: a part of its folder path is a file; give a path in a folder"
+        ) from exc
+    except IsADirectoryError as exc:
+        raise InputFileError(f"{path}: cannot write: it is a folder; give a file name") from exc
     except OSError as exc:
         raise InputFileError(f"{path}: cannot write: {exc.strerror or exc}") from exc
 

@@ -65,14 +65,41 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def is_json_payload(payload: bytes) -> bool:
-    """``auto``'s reading of a record: OTLP/JSON when it starts with ``{``.
+    """``auto``'s reading of a record: JSON when it starts with ``{`` (or ``[``).
 
     White space before it is skipped, and so is a UTF-8 byte order mark (files
-    saved by some editors and tools start with one).
+    saved by some editors and tools start with one); JSON that is not a
+    request is then refused as JSON. A protobuf request starts with its first
+    field's tag, byte 0x0A, which is also a newline: when the byte after it (the
+    field's length) reads as ``{`` or ``[``, the record is protobuf if its
+    top-level fields run exactly to its end.
     """
     if payload.startswith(_BOM):
         payload = payload[len(_BOM) :]
-    return payload.lstrip()[:1] == b"{"
+    if payload.lstrip()[:1] not in (b"{", b"["):
+        return False
+    return payload[:1] != b"\n" or not _proto_fields(payload)
+
+
+def _proto_fields(payload: bytes) -> bool:
+    """Whether ``payload`` is a request's top-level fields (field 1, length-delimited) to its end."""
+    pos, end = 0, len(payload)
+    while pos < end:
+        if payload[pos] != 0x0A:
+            return False
+        pos += 1
+        length = shift = 0
+        while True:
+            if pos >= end or shift > 63:
+                return False
+            byte = payload[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        pos += length
+    return pos == end
 
 
 def _decode_with(
