@@ -101,6 +101,24 @@ def test_a_command_loads_its_own_module_only(argv: list[str], loaded: list[str])
             id="backfill-from-too-far",
         ),
         pytest.param(
+            [
+                "calibrate",
+                "--labels",
+                "/dev/null",
+                "--verdicts",
+                "/dev/null",
+                "--held-out-share",
+                "0.3",
+            ],
+            "--held-out-share applies with --split only; add --split",
+            id="held-out-share-without-split",
+        ),
+        pytest.param(
+            ["compare", "--pairs", "/dev/null", "--model", " ", "--instructions", "x"],
+            "--model is empty; name the judge model",
+            id="compare-empty-model",
+        ),
+        pytest.param(
             ["drift", "--verdicts", "/dev/null", "--guard", "nan"],
             "--guard must be 0 or more seconds, got nan",
             id="drift-guard-nan",

@@ -72,7 +72,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--held-out-share",
         type=float,
-        default=DEFAULT_HELD_OUT_SHARE,
         metavar="X",
         help=f"share of cases held out with --split (default {DEFAULT_HELD_OUT_SHARE})",
     )
@@ -117,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     today: dt.date = args.date or dt.date.today()
     if args.report and not pictures_available():
         raise UsageError(REPORT_EXTRA_MISSING)
+    if args.held_out_share is not None and not args.split:
+        raise UsageError("--held-out-share applies with --split only; add --split")
     labels = parse_labels(read_lines(args.labels, err), str(args.labels))
     adjudications = (
         parse_adjudications(read_lines(args.adjudication, err), str(args.adjudication))
@@ -135,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
             adjudications,
             kappa_threshold=args.kappa_threshold,
             split=args.split,
-            held_out_share=args.held_out_share,
+            held_out_share=(
+                DEFAULT_HELD_OUT_SHARE if args.held_out_share is None else args.held_out_share
+            ),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -230,6 +230,8 @@ def run(
             raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
         if not 0.0 < args.confidence < 1.0:
             raise ValueError(f"--confidence must be between 0 and 1, got {args.confidence}")
+        if not args.model.strip():
+            raise ValueError("--model is empty; name the judge model, e.g. gemini-2.5-flash")
         instructions = _instructions(args)
         records = parse_pairs(read_lines(args.pairs, err), str(args.pairs))
         pairs = [Pair(r.id, r.prompt, r.candidate, r.baseline) for r in records]
