@@ -225,6 +225,20 @@ def test_rubrics_check_warns_on_an_edit_without_a_version_bump(
     assert "note: rubric refunds v4: fingerprint is of version 3" in capsys.readouterr().out
 
 
+def test_fingerprint_writes_nothing_when_one_rubric_of_the_folder_is_bad(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.yaml").write_text(BASE)
+    (tmp_path / "b.yaml").write_text("id: [not a rubric\n")
+    assert main(["rubrics", "fingerprint", str(tmp_path)]) == 2
+    assert (tmp_path / "a.yaml").read_text() == BASE
+    assert "b.yaml" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["rubrics", "fingerprint", str(empty)]) == 2
+    assert "no rubric files (*.yaml) found" in capsys.readouterr().err
+
+
 def test_start_up_counts_and_logs_a_rubric_changed_without_a_bump(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:

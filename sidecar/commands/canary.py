@@ -159,7 +159,8 @@ def run(args: argparse.Namespace, *, spans: VerdictSpans | None = None) -> int:
         previous = previous_outcomes(parse_verdicts(lines, str(args.previous)), rubric.id)
     for path in args.traces:
         if not path.is_file():
-            raise InputFileError(f"{path}: no such trace file")
+            what = "a folder; give trace files" if path.is_dir() else "no such trace file"
+            raise InputFileError(f"{path}: {what}")
     summary = ReplaySummary()
     traces = collect_traces(args.traces, summary)
     if not traces:

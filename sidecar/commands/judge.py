@@ -43,7 +43,8 @@ def handle(args: argparse.Namespace) -> int:
     if rubric.judge is None:
         raise ConfigError(f"{args.rubric}: rubric {rubric.id!r} has no judge: block to run")
     if not args.trace.is_file():
-        raise ConfigError(f"{args.trace}: no such trace file")
+        what = "a folder; give one trace file" if args.trace.is_dir() else "no such trace file"
+        raise ConfigError(f"{args.trace}: {what}")
     traces = collect_traces([args.trace], ReplaySummary())
     if args.trace_id:
         traces = [t for t in traces if t.trace_id == args.trace_id.lower()]

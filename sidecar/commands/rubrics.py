@@ -122,13 +122,20 @@ def _files(paths: list[Path]) -> list[Path]:
 
 
 def handle_fingerprint(args: argparse.Namespace) -> int:
-    for path in _files(args.paths):
+    files = _files(args.paths)
+    if not files:
+        raise UsageError(f"{', '.join(map(str, args.paths))}: no rubric files (*.yaml) found")
+    # Every file is read and checked before any is written: one bad rubric leaves all as they were.
+    planned: list[tuple[Path, str, str, Rubric]] = []
+    for path in files:
         text = read_text(path)
         rubric = parse_rubric(text, path)
         try:
             new_text = with_fingerprint(text, rubric.version, rubric.content_hash)
         except ValueError as exc:
             raise RubricError(f"{path}: cannot write the fingerprint: {exc}") from exc
+        planned.append((path, text, new_text, rubric))
+    for path, text, new_text, rubric in planned:
         if new_text != text:
             write_file(path, new_text)
         print(f"{path}: {rubric.id} v{rubric.version} hash {rubric.content_hash}")
