@@ -148,6 +148,21 @@ def test_span_and_event_reads_the_same_as_span_only() -> None:
     assert got == _content(build_transcript(_assemble(adk2_run()[name], logs_first=False)))
 
 
+@pytest.mark.parametrize("capture", ["default", "EVENT_ONLY"])
+def test_legacy_schema_logs_give_the_answer_not_their_wrapping(capture: str) -> None:
+    # Schema 1 logs one record per message: {"content": "<elided>"} without capture,
+    # {"content": <Gemini Content>} with it; neither may become the answer as text.
+    name = "adk-refund-ok"
+    run = adk2_run((name,), capture=capture, schema="1")[name]
+    assert run.logs()
+    transcript = build_transcript(_assemble(run, logs_first=True))
+    scenario = BY_NAME[name]
+    assert transcript.answer == scenario.answer
+    assert transcript.user_input == scenario.user_input
+    assert [c.name for c in transcript.tool_calls] == [call[0] for call in scenario.calls]
+    assert not transcript.capture.missing
+
+
 def test_default_capture_mode_is_recorded() -> None:
     """ADK's default (variable unset): the harness records it; no content anywhere."""
     run = adk2_run(capture="default")["adk-refund-ok"]

@@ -65,6 +65,7 @@ expects an agent run.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -166,15 +167,13 @@ def build_transcript(trace: Trace, untrusted_tools: Collection[str] = ()) -> Tra
         unreadable=unreadable,
         repaired=any(span.repaired for span in spans),
     )
-    answer = _choose(
-        _first(a.reading.output_text for a in agents if a.reading is not None),
-        lambda: _llm_answer(llm_calls),
-    )
+    agent_output = _first(a.reading.output_text for a in agents if a.reading is not None)
+    answer = _choose(agent_output, lambda: _llm_answer(llm_calls))
     user_input = _choose(
         _first(a.reading.input_text for a in agents if a.reading is not None),
         lambda: _llm_user_input(llm_calls),
     )
-    tool_calls = _tool_calls(steps, llm_calls, frozenset(untrusted_tools))
+    tool_calls = _tool_calls(steps, llm_calls, frozenset(untrusted_tools), agent_output)
     capture = read_capture(
         [(s.span, s.reading) for s in steps],
         user_input=user_input,
@@ -594,8 +593,18 @@ def _tokens(steps: Sequence[_Step]) -> tuple[int, int]:
 
 
 def _tool_calls(
-    steps: Sequence[_Step], llm_calls: Sequence[_Step], untrusted: frozenset[str]
+    steps: Sequence[_Step],
+    llm_calls: Sequence[_Step],
+    untrusted: frozenset[str],
+    agent_output: str | None = None,
 ) -> tuple[ToolCall, ...]:
+    """The run's tool calls: the tool spans, completed and added to from what the model asked.
+
+    A call the model asked for that no tool span ran, whose arguments are the
+    agent run's structured output (``agent_output``), is how the model gave
+    that output (pydantic-ai's output tool): the answer, not a tool call.
+    """
+    output = _structured(agent_output)
     order = itertools.count()
     timed: list[tuple[int, int, ToolCall]] = []
     for step in steps:
@@ -612,7 +621,8 @@ def _tool_calls(
     for when, requested in _requested_calls(llm_calls):
         index = _match(timed[:from_spans], matched, requested)
         if index is None:
-            timed.append((when, next(order), requested))
+            if output is None or _structured(requested.arguments) != output:
+                timed.append((when, next(order), requested))
             continue
         matched.add(index)
         when_run, seq, found = timed[index]
@@ -624,6 +634,17 @@ def _tool_calls(
             timed[index] = (when_run, seq, found)
     timed.sort(key=lambda t: (t[0], t[1]))
     return tuple(_flagged(call, call.name in untrusted) for _, _, call in timed)
+
+
+def _structured(text: str | None) -> object:
+    """The JSON object or array ``text`` holds; None for anything else."""
+    if text is None or text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
 
 
 def _flagged(call: ToolCall, untrusted: bool) -> ToolCall:

@@ -36,7 +36,10 @@ and its spans and log records are taken from in-memory exporters. Environment
   ``gen_ai.client.inference.operation.details`` log records and none on the
   spans; ``SPAN_AND_EVENT`` both; ``default`` leaves it unset, ADK's default:
   no content anywhere (the log records still come, without content).
-- removed, so ADK's defaults are what is traced (schema version 2, GenAI
+- ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1`` with ``--schema 1``: ADK's legacy
+  schema, its per-message log records holding ``{"content": <elided> or a
+  Gemini Content}``;
+- removed otherwise, so ADK's defaults are what is traced (schema version 2, GenAI
   semconv 1.44): ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN``,
   ``OTEL_SEMCONV_STABILITY_OPT_IN``, ``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS``,
   ``ADK_TELEMETRY_IGNORE_RUN_CONFIG``, ``ADK_EXPERIMENTAL_TELEMETRY``,
@@ -421,6 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="SPAN_ONLY",
         help=f"{CAPTURE_ENV} ('default': unset)",
     )
+    parser.add_argument(
+        "--schema",
+        choices=["2", "1"],
+        default="2",
+        help="ADK's telemetry schema: 2 (its default) or 1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1)",
+    )
     parser.add_argument("--service", default="refund-agent", help="service.name")
     parser.add_argument("--service-version", default="1.4.2", help="service.version")
     parser.add_argument("--start-ns", type=int, default=DEMO_EPOCH_NS, help="first timestamp")
@@ -434,6 +443,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.pop(name, None)
     if (mode := CAPTURE_MODES[args.capture]) is not None:
         os.environ[CAPTURE_ENV] = mode
+    if args.schema == "1":
+        # The legacy schema (supported by ADK until 2027-03-31): gcp.vertex.agent.* span
+        # attributes, and one gen_ai.* log record per message with a Gemini Content body.
+        os.environ["ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"] = "1"
     # Anything ADK prints goes to stderr; stdout is for the OTLP lines only.
     with redirect_stdout(sys.stderr):
         if args.sessions:

@@ -63,9 +63,14 @@ class AdkRun:
         return [] if self.logs_line == "{}" else decode_logs(self.logs_line.encode())
 
 
-def adk2_run(names: tuple[str, ...] = ALL, capture: str = "SPAN_ONLY") -> dict[str, AdkRun]:
-    """Traces and logs of a live ADK 2 run of ``names`` in content-capture mode ``capture`` (cached)."""
-    runs = _run_adk2(names, adk_python(), capture)
+def adk2_run(
+    names: tuple[str, ...] = ALL, capture: str = "SPAN_ONLY", schema: str = "2"
+) -> dict[str, AdkRun]:
+    """Traces and logs of a live ADK 2 run of ``names`` in content-capture mode ``capture`` (cached).
+
+    ``schema`` is ADK's telemetry schema: "2" (its default) or "1" (the legacy one).
+    """
+    runs = _run_adk2(names, adk_python(), capture, schema)
     if isinstance(runs, str):
         pytest.fail(runs, pytrace=False)
     return runs
@@ -78,7 +83,7 @@ def adk2_lines(names: tuple[str, ...] = ALL) -> dict[str, str]:
 
 def adk2_session_lines(names: tuple[str, ...]) -> list[str]:
     """One OTLP/JSON line per turn of each named ``refund_shop.SESSIONS`` session (cached)."""
-    runs = _run_adk2(("--sessions", *names), adk_python(), "SPAN_ONLY")
+    runs = _run_adk2(("--sessions", *names), adk_python(), "SPAN_ONLY", "2")
     if isinstance(runs, str):
         pytest.fail(runs, pytrace=False)
     return [run.trace_line for run in runs.values()]
@@ -99,14 +104,16 @@ def adk1_spans(name: str) -> list[Span]:
 
 
 @functools.cache
-def _run_adk2(names: tuple[str, ...], python: Path, capture: str) -> dict[str, AdkRun] | str:
+def _run_adk2(
+    names: tuple[str, ...], python: Path, capture: str, schema: str
+) -> dict[str, AdkRun] | str:
     # A failure is cached as its message too: the run would only fail again.
     with tempfile.TemporaryDirectory(prefix="sidecar-adk-") as tmp:
         logs_out = Path(tmp) / "logs.jsonl"
         done = run_agent(
             "the ADK 2 agent",
             "ADK 2 environment",
-            [str(python), "-m", "tests.agents.adk_agent", "--capture", capture],
+            [str(python), "-m", "tests.agents.adk_agent", "--capture", capture, "--schema", schema],
             "run scripts/bootstrap adk, or set SIDECAR_ADK_PYTHON to its interpreter",
             extra=["--logs-out", str(logs_out), *names],
         )

@@ -14,7 +14,10 @@ MODES (the ``InstrumentationSettings`` each uses):
   ``pydantic_ai.all_messages`` and ``final_result`` on the agent run span,
   ``tool_arguments`` / ``tool_response`` on the tool spans;
 - ``v6``: version 6 (tool results in ``role: tool`` messages);
-- ``no-content``: version 5 with ``include_content=False``.
+- ``no-content``: version 5 with ``include_content=False``;
+- ``structured``: version 5, the agent with an output type: the model answers
+  by calling the output tool ``final_result``, no chat span carries the answer
+  as text, and ``final_result`` on the agent run span holds it as JSON.
 """
 
 from __future__ import annotations
@@ -28,20 +31,25 @@ from opentelemetry.sdk.trace import TracerProvider
 from .recording import AGENT, MODEL, main, tool_functions
 from .refund_shop import INSTRUCTION, Scenario
 
-MODES = {"v5": {}, "v6": {}, "no-content": {}}
+MODES = {"v5": {}, "v6": {}, "no-content": {}, "structured": {}}
 _SETTINGS = {
     "v5": {"version": 5},
     "v6": {"version": 6},
     "no-content": {"version": 5, "include_content": False},
+    "structured": {"version": 5},
 }
 _mode = "v5"
 
 
 def run(scenario: Scenario, base_url: str, provider: TracerProvider, _: LoggerProvider) -> str:
+    from pydantic import BaseModel
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
+
+    class Reply(BaseModel):
+        answer: str
 
     model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key="test-key"))
     agent = Agent(
@@ -49,10 +57,12 @@ def run(scenario: Scenario, base_url: str, provider: TracerProvider, _: LoggerPr
         name=AGENT,
         instructions=INSTRUCTION,
         tools=tool_functions(scenario),
+        output_type=Reply if _mode == "structured" else str,
     )
     agent.instrument = InstrumentationSettings(tracer_provider=provider, **_SETTINGS[_mode])  # type: ignore[arg-type]
     result = agent.run_sync(scenario.user_input)
-    return str(result.output)
+    output = result.output
+    return output.answer if isinstance(output, Reply) else str(output)
 
 
 def cli(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,10 @@ frameworks under test talk to it through their real OpenAI clients
 - the turn is the number of tool results sent back so far, which must equal
   the number of tool calls asked for: the agent's loop is exercised, not
   stepped through;
-- turn ``i`` asks for the scenario's ``i``-th tool call, then the answer.
+- turn ``i`` asks for the scenario's ``i``-th tool call, then the answer:
+  as text, or, when the request offers an output tool (``final_result``...,
+  how pydantic-ai asks for structured output), as a call of it with
+  ``{"answer": ...}``.
 
 Anything it cannot place (unknown user input, results that do not match the
 calls) is answered with HTTP 400, so a framework that mangles the
@@ -65,6 +68,23 @@ def reply(body: dict[str, Any], scenarios: Sequence[Scenario]) -> dict[str, Any]
             ],
         }
         finish = "tool_calls"
+    elif output_tool := _output_tool(body):
+        # Structured output through an output tool (pydantic-ai's default for an output type).
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{turn + 1}",
+                    "type": "function",
+                    "function": {
+                        "name": output_tool,
+                        "arguments": json.dumps({"answer": scenario.answer}),
+                    },
+                }
+            ],
+        }
+        finish = "tool_calls"
     else:
         message = {"role": "assistant", "content": scenario.answer}
         finish = "stop"
@@ -80,6 +100,15 @@ def reply(body: dict[str, Any], scenarios: Sequence[Scenario]) -> dict[str, Any]
             "total_tokens": prompt_tokens + 20,
         },
     }
+
+
+def _output_tool(body: dict[str, Any]) -> str | None:
+    """The output tool the request offers (named ``final_result``...), if any."""
+    for tool in body.get("tools") or ():
+        name = str((tool.get("function") or {}).get("name", ""))
+        if name.startswith("final_result"):
+            return name
+    return None
 
 
 def chunks(response: dict[str, Any]) -> Iterator[dict[str, Any]]:

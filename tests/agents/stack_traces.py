@@ -54,7 +54,7 @@ STACKS = {
             "pydantic-ai",
             "pydantic_ai_agent",
             "the pydantic-ai agent",
-            content=("v5", "v6"),
+            content=("v5", "v6", "structured"),
             withheld={"no-content": "include_content=True"},
         ),
         Stack(

@@ -70,8 +70,9 @@ ARGUMENTS = "arguments"
 RESULT = "result"
 
 # What redaction settings write instead of content (OpenInference's OPENINFERENCE_HIDE_*,
-# Strands' gen_ai_unredacted_attributes): content withheld, never text.
-REDACTED = frozenset({"__REDACTED__", "[REDACTED]", "<redacted>"})
+# Strands' gen_ai_unredacted_attributes, ADK's legacy events with capture off): content
+# withheld, never text.
+REDACTED = frozenset({"__REDACTED__", "[REDACTED]", "<redacted>", "<elided>"})
 _LONGEST_PLACEHOLDER = 32
 
 # Per-message events: the role each gives its message.
@@ -296,6 +297,9 @@ def _event_message(attrs: Attributes, role: str) -> tuple[Message | None, bool]:
             message = parse_message(
                 {**_as_dict(body["message"]), "tool_calls": body["tool_calls"]}, role
             )
+    elif isinstance(content := parse_json(body.get("content")), dict) and "parts" in content:
+        # ADK's legacy events: {"content": <a Gemini Content: role and parts>}.
+        message = parse_message(content, role)
     else:
         if role == "tool" and "id" in body:
             body.setdefault("tool_call_id", body["id"])

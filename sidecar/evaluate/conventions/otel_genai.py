@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sidecar.evaluate.conventions.attributes import models_of, str_attr, text_of
+from sidecar.evaluate.conventions.attributes import compact_json, models_of, str_attr, text_of
 from sidecar.evaluate.conventions.content import span_messages, tool_content
 from sidecar.evaluate.conventions.memo import MessageMemo
 from sidecar.evaluate.conventions.messages import Message, last_assistant_text, last_user_text
 from sidecar.evaluate.conventions.reading import Convention, Reading, Role, RootSpans, new_reading
-from sidecar.model import Span, new_tool_call
+from sidecar.model import Attributes, Span, new_tool_call
 
 OTEL_GENAI = "otel_genai"
 
@@ -96,13 +96,28 @@ def read_otel_genai(span: Span, memo: MessageMemo | None = None) -> Reading | No
             agent_name=str_attr(attrs, "gen_ai.agent.name")
             or name_after(span.name, "invoke_agent "),
             input_text=last_user_text(inputs or ()),
-            output_text=last_assistant_text(outputs or ()),
+            output_text=last_assistant_text(outputs or ()) or _final_result(attrs),
             models=models_of(attrs, "gen_ai.response.model", "gen_ai.request.model"),
             unreadable=messages.unreadable,
         )
     # create_agent defines an agent (LangGraph under OpenLLMetry records building the
     # graph as a trace of its own); it runs nothing, so it is no agent span.
     return new_reading(OTEL_GENAI, Role.OTHER)
+
+
+def _final_result(attrs: Attributes) -> str | None:
+    """pydantic-ai's ``final_result`` on its agent run span: the run's output, as text.
+
+    A text output is the answer as the model wrote it; a structured one (the
+    model called an output tool, ``final_result`` by default) is its JSON,
+    which no chat span carries as text.
+    """
+    value = attrs.get("final_result")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return value if value.strip() else None
+    return compact_json(value)
 
 
 def name_after(span_name: str, prefix: str) -> str | None:
