@@ -163,6 +163,21 @@ def test_legacy_schema_logs_give_the_answer_not_their_wrapping(capture: str) -> 
     assert not transcript.capture.missing
 
 
+def test_legacy_schema_without_span_content_reports_the_tools_content_missing() -> None:
+    # ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false writes "{}" as every tool's arguments and
+    # result: not captured (so refund_args is ERROR, not a FAIL on empty arguments).
+    name = "adk-refund-over-limit"
+    run = adk2_run((name,), capture="default", schema="1-no-span-content")[name]
+    trace = _assemble(run, logs_first=False)
+    transcript = build_transcript(trace)
+    assert [c.name for c in transcript.tool_calls] == [call[0] for call in BY_NAME[name].calls]
+    assert all(c.arguments is None and c.result is None for c in transcript.tool_calls)
+    missing = {field.value for field in transcript.capture.missing}
+    assert {"tool_call_arguments", "tool_call_results"} <= missing
+    assert "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true" in transcript.capture.advice
+    assert _checks(trace, run.spans())["refund_args"] is Outcome.ERROR
+
+
 def test_default_capture_mode_is_recorded() -> None:
     """ADK's default (variable unset): the harness records it; no content anywhere."""
     run = adk2_run(capture="default")["adk-refund-ok"]

@@ -48,7 +48,8 @@ ADVICE: tuple[tuple[str, str], ...] = (
     (
         "gcp.vertex.agent",
         "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY in the ADK agent "
-        "(or EVENT_ONLY with its logs exported to the sidecar)",
+        "(or EVENT_ONLY with its logs exported to the sidecar; on ADK's legacy schema, "
+        "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1, ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true)",
     ),
     (
         "opentelemetry.instrumentation.openai",

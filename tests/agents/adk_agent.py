@@ -38,7 +38,9 @@ and its spans and log records are taken from in-memory exporters. Environment
   no content anywhere (the log records still come, without content).
 - ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1`` with ``--schema 1``: ADK's legacy
   schema, its per-message log records holding ``{"content": <elided> or a
-  Gemini Content}``;
+  Gemini Content}``; ``--schema 1-no-span-content`` adds
+  ``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false`` (``"{}"`` for tool arguments
+  and results on the spans);
 - removed otherwise, so ADK's defaults are what is traced (schema version 2, GenAI
   semconv 1.44): ``ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN``,
   ``OTEL_SEMCONV_STABILITY_OPT_IN``, ``ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS``,
@@ -426,9 +428,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--schema",
-        choices=["2", "1"],
+        choices=["2", "1", "1-no-span-content"],
         default="2",
-        help="ADK's telemetry schema: 2 (its default) or 1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1)",
+        help="ADK's telemetry schema: 2 (its default) or 1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1;"
+        " 1-no-span-content: with ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false)",
     )
     parser.add_argument("--service", default="refund-agent", help="service.name")
     parser.add_argument("--service-version", default="1.4.2", help="service.version")
@@ -443,7 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.pop(name, None)
     if (mode := CAPTURE_MODES[args.capture]) is not None:
         os.environ[CAPTURE_ENV] = mode
-    if args.schema == "1":
+    if args.schema == "1-no-span-content":
+        os.environ["ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS"] = "false"
+    if args.schema.startswith("1"):
         # The legacy schema (supported by ADK until 2027-03-31): gcp.vertex.agent.* span
         # attributes, and one gen_ai.* log record per message with a Gemini Content body.
         os.environ["ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"] = "1"

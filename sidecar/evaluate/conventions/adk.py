@@ -78,6 +78,10 @@ def read_adk_v1(span: Span, memo: MessageMemo | None = None) -> Reading | None:
         result = _adk_value(attrs.get("gcp.vertex.agent.tool_response"))
         if parse_json(result) == {"result": "<not specified>"}:
             result = None
+        if args == "{}" and result == "{}":
+            # ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=false writes "{}" for both: nothing was
+            # captured (a tool without arguments returns something when it is).
+            args = result = None
         tool = new_tool_call(
             name=name,
             call_id=_adk_value(attrs.get("gen_ai.tool.call.id")),
