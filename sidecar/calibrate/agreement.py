@@ -38,7 +38,7 @@ import enum
 import hashlib
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -369,6 +369,19 @@ def _row(
     )
 
 
+def unmatched_labels_warning(items: Iterable[Item], traces: Collection[str]) -> str | None:
+    """The warning when labelled cases match no verdict's trace (None when all match)."""
+    cases = {item.case_id for item in items}
+    unmatched = sorted(cases - set(traces))
+    if not unmatched:
+        return None
+    return (
+        f"{len(unmatched)} of {len(cases)} labelled case(s) match no verdict record "
+        f"(first: {unmatched[0]!r}); a label's case_id is the trace_id of a verdict: check "
+        "that labels and verdicts come from the same traces"
+    )
+
+
 def calibrate(
     labels: Iterable[HumanLabel],
     verdicts: Sequence[VerdictRecord],
@@ -428,14 +441,8 @@ def calibrate(
         warnings.append("criteria judged but never labelled: " + ", ".join(judged_only))
     if not items:
         warnings.append("no human labels")
-    traces = {verdict.trace_id for verdict in unique}
-    unmatched = sorted({item.case_id for item in items} - traces)
-    if unmatched:
-        warnings.append(
-            f"{len(unmatched)} of {len({item.case_id for item in items})} labelled case(s) "
-            f"match no verdict record (first: {unmatched[0]!r}); a label's case_id is the "
-            "trace_id of a verdict: check that labels and verdicts come from the same traces"
-        )
+    if unmatched := unmatched_labels_warning(items, {verdict.trace_id for verdict in unique}):
+        warnings.append(unmatched)
     if split:
         for criterion in labelled:
             if not by_part.get((criterion, Part.HELD_OUT)):

@@ -41,7 +41,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.calibrate.agreement import DEFAULT_KAPPA_THRESHOLD, build_items, fit_to_gate
+from sidecar.calibrate.agreement import (
+    DEFAULT_KAPPA_THRESHOLD,
+    build_items,
+    fit_to_gate,
+    unmatched_labels_warning,
+)
 from sidecar.calibrate.release_gate import DEFAULT_MAX_ERROR_RATE
 from sidecar.calibrate.stats import Confusion
 from sidecar.evaluate.checks import run_checks
@@ -287,13 +292,8 @@ def canary_report(
         )
 
     warnings: list[str] = []
-    traces = {v.trace_id for v in verdicts}
-    unknown_cases = sorted({i.case_id for i in items} - traces)
-    if unknown_cases:
-        warnings.append(
-            f"{len(unknown_cases)} labelled case(s) are not among the canary traces "
-            f"(e.g. {unknown_cases[0]})"
-        )
+    if unmatched := unmatched_labels_warning(items, {v.trace_id for v in verdicts}):
+        warnings.append(unmatched)
     names = {c.name for c in rubric.judge.criteria}
     stray = sorted({i.criterion for i in items} - names)
     if stray:
