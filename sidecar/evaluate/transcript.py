@@ -65,7 +65,6 @@ expects an agent run.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -85,6 +84,7 @@ from sidecar.evaluate.conventions import (
     last_assistant_text,
     last_user_text,
     looks_structured,
+    parse_json,
     read_span,
     span_messages,
     text_of,
@@ -637,13 +637,8 @@ def _tool_calls(
 
 
 def _structured(text: str | None) -> object:
-    """The JSON object or array ``text`` holds; None for anything else."""
-    if text is None or text.lstrip()[:1] not in ("{", "["):
-        return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    """The JSON object or array ``text`` holds (``parse_json``); None for anything else."""
+    value = parse_json(text)
     return value if isinstance(value, dict | list) else None
 
 

@@ -30,7 +30,7 @@ import operator
 
 from sidecar.evaluate.conventions import adk, openinference, openllmetry, otel_genai
 from sidecar.evaluate.conventions.adk import ADK_V1
-from sidecar.evaluate.conventions.attributes import text_of, usage
+from sidecar.evaluate.conventions.attributes import parse_json, text_of, usage
 from sidecar.evaluate.conventions.content import (
     REDACTED,
     SpanMessages,
@@ -85,6 +85,7 @@ __all__ = [
     "last_assistant_text",
     "last_user_text",
     "looks_structured",
+    "parse_json",
     "parse_message",
     "parse_messages",
     "read_span",
