@@ -545,7 +545,7 @@ def bootstrap_problems(value: str) -> list[str]:
         host, colon, port = address.rpartition(":")
         if not colon:
             host, port = address, ""  # the client's default port
-        if not host or host in ("[]",) or any(c.isspace() for c in address):
+        if not host or host == "[]" or any(c.isspace() for c in address):
             problems.append(f"{entry!r} is not host:port")
         elif port and not (port.isdigit() and 1 <= int(port) <= 65535):
             problems.append(f"{entry!r}: the port must be a number from 1 to 65535")

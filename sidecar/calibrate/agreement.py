@@ -38,7 +38,8 @@ import enum
 import hashlib
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -369,10 +370,10 @@ def _row(
     )
 
 
-def unmatched_labels_warning(items: Iterable[Item], traces: Collection[str]) -> str | None:
+def unmatched_labels_warning(items: Iterable[Item], traces: AbstractSet[str]) -> str | None:
     """The warning when labelled cases match no verdict's trace (None when all match)."""
     cases = {item.case_id for item in items}
-    unmatched = sorted(cases - set(traces))
+    unmatched = sorted(cases - traces)
     if not unmatched:
         return None
     return (
